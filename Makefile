@@ -1,0 +1,41 @@
+# The two commands the README promises: `make demo` and `make test`. Both run `make setup`
+# first, which is idempotent: a stamp file keyed on pyproject.toml means a second run
+# installs nothing.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+TORCH  := torch==2.13.0
+STAMP  := $(VENV)/.selfattn-installed
+
+.PHONY: setup demo test lint typecheck unit bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# The pinned CPU wheel first: a bare `torch` resolved from scratch is a CUDA build.
+	$(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+demo: setup
+	$(VENV)/bin/selfattn toy
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+unit: setup
+	$(PY) -m pytest -q -m "not gpu"
+
+test: lint typecheck unit
+
+bench: setup
+	$(PY) benchmarks/attention.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

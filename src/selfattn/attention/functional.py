@@ -1,0 +1,375 @@
+"""The attention kernel: b^i = Σ_j α'_{i,j} v^j with α'_{i,j} = f(score(q^i, k^j)).
+
+Lecture 000 (§Self-attention, matrix form): ``O = V · softmax(Kᵀ Q)``. Here tensors are
+batched and multi-headed, ``(B, H, L, D)``, and the matrix form reads
+``O = f(score(Q, K) + bias) · V`` with masked keys removed before f.
+
+Two paths compute the same thing:
+
+* **fused** — scaled (or plain) dot product with softmax and no weights requested goes to
+  ``torch.nn.functional.scaled_dot_product_attention``, PyTorch's fused kernels;
+* **chunked eager** — every other combination (additive scores, ReLU/sigmoid/custom
+  normalisers, or weights requested) follows the formula literally, one block of queries
+  at a time so the ``(T, S)`` score matrix (and, for additive scores, the
+  ``(T, S, hidden)`` pair tensor) never exists whole. Under autograd each block is
+  recomputed in the backward pass (activation checkpointing) so training memory stays
+  bounded too.
+
+A query with nothing to attend to (every key masked) gets a zero output and finite
+gradients on both paths.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from selfattn.attention.masks import structural_mask
+from selfattn.attention.normalizers import NORMALIZERS, NormalizerFn, resolve_normalizer
+from selfattn.attention.scores import (
+    FUSABLE_SCORES,
+    AdditiveScore,
+    ScoreFn,
+    default_scale,
+    resolve_score,
+)
+
+#: Elements of one block's score matrix (B·H·chunk·S·extra); 2^24 fp32 values = 64 MiB.
+CHUNK_BUDGET = 1 << 24
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    score: str | ScoreFn | AdditiveScore = "scaled_dot",
+    normalizer: str | NormalizerFn = "softmax",
+    mask: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
+    causal: bool = False,
+    window: int | None = None,
+    include_self: bool = True,
+    need_weights: bool = False,
+    dropout: float = 0.0,
+    scale: float | None = None,
+    chunk_size: int | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """Self- or cross-attention over batched, multi-head tensors.
+
+    Args:
+        q: queries ``(B, H, T, D)``.
+        k: keys ``(B, Hk, S, D)``; ``H`` must be a multiple of ``Hk`` (grouped-query).
+        v: values ``(B, Hk, S, Dv)``.
+        score: ``"scaled_dot"`` (default), ``"dot"``, an :class:`AdditiveScore` module, or
+            any callable ``(q, k, scale) -> (B, H, T, S)``.
+        normalizer: ``"softmax"`` (default), ``"relu"``, ``"sigmoid"`` or a callable
+            applied over the last (key) dimension.
+        mask: boolean (True = may attend) or additive float mask, broadcastable to
+            ``(B, H, T, S)``. A float mask is added to the scores (relative positional
+            biases use this); ``-inf`` entries count as masked.
+        key_padding_mask: ``(B, S)`` boolean, **True at padding** (as in
+            ``torch.nn.MultiheadAttention``).
+        causal: query i sees only keys j ≤ i (bottom-right aligned when T < S).
+        window: truncated attention: only keys with |i − j| ≤ window.
+        include_self: False forbids attending to one's own position.
+        need_weights: also return the normalised weights ``(B, H, T, S)`` (before dropout).
+        dropout: dropout probability on the weights (pass 0.0 in evaluation).
+        scale: factor on ``q·k`` for ``scaled_dot`` (default 1/√D).
+        chunk_size: queries per block on the eager path (default: sized to
+            :data:`CHUNK_BUDGET`).
+
+    Returns:
+        ``(output, weights)``: output ``(B, H, T, Dv)``; weights ``(B, H, T, S)`` when
+        ``need_weights`` else ``None``.
+    """
+    _check_inputs(q, k, v, mask, key_padding_mask, window, dropout, chunk_size)
+    head_dim = q.shape[-1]
+    if scale is None:
+        scale = default_scale(score, head_dim)
+    allowed_user, bias = _split_mask(mask, key_padding_mask)
+    if _is_fusable(score, normalizer) and not need_weights:
+        out = _fused(q, k, v, allowed_user, bias, causal, window, include_self, dropout, scale)
+        return out, None
+    return _chunked(
+        q,
+        k,
+        v,
+        score=resolve_score(score),
+        normalizer=resolve_normalizer(normalizer),
+        allowed_user=allowed_user,
+        bias=bias,
+        causal=causal,
+        window=window,
+        include_self=include_self,
+        need_weights=need_weights,
+        dropout=dropout,
+        scale=scale,
+        chunk_size=chunk_size or _auto_chunk(q, k, score),
+    )
+
+
+def _is_fusable(score: object, normalizer: object) -> bool:
+    fusable_score = isinstance(score, str) and score in FUSABLE_SCORES
+    return fusable_score and (normalizer == "softmax" or normalizer is NORMALIZERS["softmax"])
+
+
+# --------------------------------------------------------------------------- masks
+
+
+def _split_mask(
+    mask: Tensor | None, key_padding_mask: Tensor | None
+) -> tuple[Tensor | None, Tensor | None]:
+    """The user's masks as (boolean allowed, additive float bias); either may be None."""
+    allowed: Tensor | None = None
+    bias: Tensor | None = None
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            allowed = mask
+        else:
+            bias = mask
+    if key_padding_mask is not None:
+        keep = ~key_padding_mask[:, None, None, :]
+        allowed = keep if allowed is None else allowed & keep
+    return allowed, bias
+
+
+def _and(a: Tensor | None, b: Tensor | None) -> Tensor | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a & b
+
+
+def _rows(t: Tensor | None, start: int, stop: int) -> Tensor | None:
+    """Rows ``start:stop`` of a mask broadcastable over the query dimension."""
+    if t is None or t.dim() < 2 or t.shape[-2] == 1:
+        return t
+    return t[..., start:stop, :]
+
+
+def _zero_empty_rows(out: Tensor, allowed: Tensor | None, bias: Tensor | None) -> Tensor:
+    """Zero the outputs of queries that had no key to attend to."""
+    if bias is not None:
+        finite = ~torch.isneginf(bias)
+        allowed = finite if allowed is None else allowed & finite
+    if allowed is None:
+        return out
+    has_key = allowed.any(dim=-1, keepdim=True)
+    return out.masked_fill(~has_key, 0.0)
+
+
+# --------------------------------------------------------------------------- fused path
+
+
+def _fused(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    allowed_user: Tensor | None,
+    bias: Tensor | None,
+    causal: bool,
+    window: int | None,
+    include_self: bool,
+    dropout: float,
+    scale: float,
+) -> Tensor:
+    num_queries, num_keys = q.shape[-2], k.shape[-2]
+    gqa = q.shape[1] != k.shape[1]
+    plain_causal = (
+        causal
+        and num_queries == num_keys
+        and window is None
+        and include_self
+        and allowed_user is None
+        and bias is None
+    )
+    if plain_causal:
+        return F.scaled_dot_product_attention(
+            q, k, v, dropout_p=dropout, is_causal=True, scale=scale, enable_gqa=gqa
+        )
+    structure = structural_mask(
+        num_queries,
+        num_keys,
+        causal=causal,
+        window=window,
+        include_self=include_self,
+        device=q.device,
+    )
+    allowed = _and(structure, allowed_user)
+    attn_mask: Tensor | None = allowed
+    if bias is not None:
+        attn_mask = bias if allowed is None else bias.masked_fill(~allowed, -math.inf)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, dropout_p=dropout, scale=scale, enable_gqa=gqa
+    )
+    return _zero_empty_rows(out, allowed, bias)
+
+
+# --------------------------------------------------------------------------- eager path
+
+
+def _auto_chunk(q: Tensor, k: Tensor, score: object) -> int:
+    batch, heads, num_queries = q.shape[:3]
+    per_query = batch * heads * k.shape[-2]
+    if isinstance(score, AdditiveScore):
+        per_query *= score.hidden_dim
+    return max(1, min(num_queries, CHUNK_BUDGET // max(per_query, 1)))
+
+
+def _attend_block(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    allowed: Tensor | None,
+    bias: Tensor | None,
+    *,
+    score: ScoreFn,
+    normalizer: NormalizerFn,
+    scale: float,
+    dropout: float,
+) -> tuple[Tensor, Tensor]:
+    """The lecture's formula for one block of queries: returns (output, weights)."""
+    scores = score(q, k, scale)  # (B, H, c, S)
+    if bias is not None:
+        scores = scores + bias
+        finite = ~torch.isneginf(bias)
+        allowed = finite if allowed is None else allowed & finite
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, -math.inf)
+        # A row with no key at all would be softmax(-inf, …) = NaN: give it finite scores
+        # and zero its weights below, so its output is 0 and its gradient finite.
+        scores = scores.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+    weights = normalizer(scores)
+    if allowed is not None:
+        weights = weights.masked_fill(~allowed, 0.0)
+    dropped = F.dropout(weights, p=dropout) if dropout > 0 else weights
+    return dropped @ v, weights
+
+
+def _chunked(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    score: ScoreFn,
+    normalizer: NormalizerFn,
+    allowed_user: Tensor | None,
+    bias: Tensor | None,
+    causal: bool,
+    window: int | None,
+    include_self: bool,
+    need_weights: bool,
+    dropout: float,
+    scale: float,
+    chunk_size: int,
+) -> tuple[Tensor, Tensor | None]:
+    heads, num_queries, num_keys = q.shape[1], q.shape[2], k.shape[2]
+    if k.shape[1] != heads:  # grouped-query: each key/value head serves H / Hk query heads
+        k = k.repeat_interleave(heads // k.shape[1], dim=1)
+        v = v.repeat_interleave(heads // v.shape[1], dim=1)
+    block = functools.partial(
+        _attend_block, score=score, normalizer=normalizer, scale=scale, dropout=dropout
+    )
+    recompute = (
+        not need_weights
+        and num_queries > chunk_size
+        and torch.is_grad_enabled()
+        and any(t.requires_grad for t in (q, k, v))
+    )
+    outputs, all_weights = [], []
+    for start in range(0, num_queries, chunk_size):
+        stop = min(num_queries, start + chunk_size)
+        structure = structural_mask(
+            stop - start,
+            num_keys,
+            causal=causal,
+            window=window,
+            include_self=include_self,
+            device=q.device,
+            query_offset=num_keys - num_queries + start,
+        )
+        allowed = _and(structure, _rows(allowed_user, start, stop))
+        args = (q[:, :, start:stop], k, v, allowed, _rows(bias, start, stop))
+        if recompute:
+            out, weights = checkpoint(block, *args, use_reentrant=False)
+        else:
+            out, weights = block(*args)
+        outputs.append(out)
+        if need_weights:
+            all_weights.append(weights)
+    output = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
+    if not need_weights:
+        return output, None
+    return output, all_weights[0] if len(all_weights) == 1 else torch.cat(all_weights, dim=2)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _shape(t: Tensor) -> str:
+    return "(" + ", ".join(str(s) for s in t.shape) + ")"
+
+
+def _check_inputs(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    window: int | None,
+    dropout: float,
+    chunk_size: int | None,
+) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise ValueError(f"{name} must have shape (B, H, L, D), got {_shape(t)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got {t.dtype}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    batch, heads, num_queries, head_dim = q.shape
+    if k.shape[0] != batch or v.shape[0] != batch:
+        raise ValueError(f"batch sizes differ: q {_shape(q)}, k {_shape(k)}, v {_shape(v)}")
+    if k.shape[1] != v.shape[1] or k.shape[2] != v.shape[2]:
+        raise ValueError(f"k and v must agree in heads and length: k {_shape(k)}, v {_shape(v)}")
+    if k.shape[-1] != head_dim:
+        raise ValueError(f"q and k head dims differ: q {_shape(q)}, k {_shape(k)}")
+    if heads % k.shape[1]:
+        raise ValueError(
+            f"query heads ({heads}) must be a multiple of key/value heads ({k.shape[1]})"
+        )
+    num_keys = k.shape[2]
+    if key_padding_mask is not None:
+        if key_padding_mask.dtype != torch.bool:
+            raise TypeError(
+                f"key_padding_mask must be bool (True = padding), got {key_padding_mask.dtype}"
+            )
+        if tuple(key_padding_mask.shape) != (batch, num_keys):
+            raise ValueError(
+                f"key_padding_mask must have shape (B, S) = ({batch}, {num_keys}), "
+                f"got {_shape(key_padding_mask)}"
+            )
+    if mask is not None:
+        if mask.dtype != torch.bool and mask.dtype != q.dtype:
+            raise TypeError(f"mask must be bool or {q.dtype} (additive), got {mask.dtype}")
+        full = (batch, heads, num_queries, num_keys)
+        ok = mask.dim() <= 4 and all(
+            m in (1, f) for m, f in zip(reversed(mask.shape), reversed(full), strict=False)
+        )
+        if not ok:
+            raise ValueError(
+                f"mask of shape {_shape(mask)} does not broadcast to (B, H, T, S) = {full}"
+            )
+    if window is not None and (not isinstance(window, int) or window < 0):
+        raise ValueError(f"window must be a non-negative int, got {window!r}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")

@@ -1,0 +1,216 @@
+"""Multi-head self- and cross-attention (lecture 000, §Multi-head Self-attention).
+
+Each head h has its own q^{i,h} = W^{q,h} a^i, k^{i,h}, v^{i,h}; head outputs b^{i,h} are
+concatenated and mixed by W^O: b^i = W^O [b^{i,1}; b^{i,2}; …]. All heads' projections
+are one ``nn.Linear`` each (``q_proj``, ``k_proj``, ``v_proj``), reshaped to
+``(B, H, L, D)`` and handed to :func:`selfattn.attention`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from selfattn.attention.functional import attention
+from selfattn.attention.normalizers import NormalizerFn
+from selfattn.attention.scores import AdditiveScore, ScoreFn, default_scale
+from selfattn.positional.base import RelativePositional
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with a choice of score, normaliser, heads and positions.
+
+    Args:
+        embed_dim: E, size of the query-side input and of the output.
+        num_heads: H, number of query heads.
+        kdim: size of the key-side input (default E); differs for cross-attention.
+        vdim: size of the value-side input (default ``kdim``).
+        num_kv_heads: key/value heads (default H). Fewer heads share keys and values
+            across groups of query heads (grouped-query; 1 = multi-query).
+        head_dim: D per head (default E / H).
+        bias: biases in the four projections.
+        dropout: dropout on the attention weights during training.
+        score: ``"scaled_dot"``, ``"dot"``, ``"additive"`` (a learned
+            :class:`AdditiveScore`, shared by the heads) or a callable.
+        normalizer: ``"softmax"``, ``"relu"``, ``"sigmoid"`` or a callable.
+        include_self: False forbids each position attending to itself.
+        positional: a :class:`~selfattn.positional.base.RelativePositional` acting inside
+            attention (relative, rotary, ALiBi); ``None`` for none.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        num_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        score: str | ScoreFn = "scaled_dot",
+        normalizer: str | NormalizerFn = "softmax",
+        include_self: bool = True,
+        positional: RelativePositional | None = None,
+    ) -> None:
+        super().__init__()
+        if head_dim is None:
+            if embed_dim % num_heads:
+                raise ValueError(
+                    f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads}) "
+                    "unless head_dim is given"
+                )
+            head_dim = embed_dim // num_heads
+        num_kv_heads = num_kv_heads or num_heads
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})"
+            )
+        kdim = kdim or embed_dim
+        vdim = vdim or kdim
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
+        self.num_kv_heads = num_kv_heads
+        self.dropout = dropout
+        self.normalizer = normalizer
+        self.include_self = include_self
+        self.q_proj = nn.Linear(embed_dim, num_heads * head_dim, bias=bias)
+        self.k_proj = nn.Linear(kdim, num_kv_heads * head_dim, bias=bias)
+        self.v_proj = nn.Linear(vdim, num_kv_heads * head_dim, bias=bias)
+        self.out_proj = nn.Linear(num_heads * head_dim, embed_dim, bias=bias)
+        self.score: str | ScoreFn | AdditiveScore = (
+            AdditiveScore(head_dim) if score == "additive" else score
+        )
+        self.positional = positional
+
+    # ------------------------------------------------------------------ forward
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        key_padding_mask: Tensor | None = None,
+        mask: Tensor | None = None,
+        causal: bool = False,
+        window: int | None = None,
+        need_weights: bool = False,
+        average_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
+
+        Args:
+            query: ``(B, T, E)``.
+            key: ``(B, S, kdim)``; defaults to ``query``.
+            value: ``(B, S, vdim)``; defaults to ``key``.
+            key_padding_mask: ``(B, S)`` boolean, True at padding.
+            mask: boolean (True = may attend) or additive float mask broadcastable to
+                ``(B, H, T, S)``; a 2-D ``(T, S)`` mask applies to every batch and head.
+            causal: decoder-style masking (no attending to later positions).
+            window: truncated attention to |i − j| ≤ window.
+            need_weights: also return attention weights.
+            average_weights: average the weights over heads ``(B, T, S)`` rather than
+                per head ``(B, H, T, S)``.
+
+        Returns:
+            ``(output (B, T, E), weights or None)``.
+        """
+        if query.dim() != 3:
+            raise ValueError(f"query must have shape (B, T, E), got {tuple(query.shape)}")
+        if query.shape[-1] != self.embed_dim:
+            raise ValueError(
+                f"query has {query.shape[-1]} features but embed_dim is {self.embed_dim}"
+            )
+        key = query if key is None else key
+        value = key if value is None else value
+        q = self._split_heads(self.q_proj(query), self.num_heads)  # (B, H, T, D)
+        k = self._split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hk, S, D)
+        v = self._split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hk, S, D)
+
+        relative = self.positional
+        wants_weights = need_weights or (relative is not None and relative.needs_weights)
+        if relative is not None:
+            q_pos = torch.arange(k.shape[2] - q.shape[2], k.shape[2], device=q.device)
+            k_pos = torch.arange(k.shape[2], device=q.device)
+            q, k = relative.rotate(q, k, q_pos, k_pos)
+            scale = default_scale(self.score, self.head_dim)
+            mask = _add_bias(mask, relative.score_bias(q, q_pos, k_pos, scale), q.dtype)
+
+        out, weights = attention(
+            q,
+            k,
+            v,
+            score=self.score,
+            normalizer=self.normalizer,
+            mask=mask,
+            key_padding_mask=key_padding_mask,
+            causal=causal,
+            window=window,
+            include_self=self.include_self,
+            need_weights=wants_weights,
+            dropout=self.dropout if self.training else 0.0,
+        )
+        if relative is not None and weights is not None:
+            term = relative.value_term(weights, q_pos, k_pos)
+            if term is not None:
+                out = out + term
+        out = self.out_proj(out.transpose(1, 2).flatten(2))  # (B, T, H·D) → (B, T, E)
+        if not need_weights or weights is None:
+            return out, None
+        return out, weights.mean(dim=1) if average_weights else weights
+
+    def _split_heads(self, x: Tensor, heads: int) -> Tensor:
+        """``(B, L, heads·D)`` → ``(B, heads, L, D)``."""
+        return x.unflatten(-1, (heads, self.head_dim)).transpose(1, 2)
+
+    # ------------------------------------------------------------------ interop
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention, **options: Any) -> MultiHeadAttention:
+        """An equivalent module with the weights of a ``torch.nn.MultiheadAttention``.
+
+        The result is batch-first whatever ``module.batch_first`` says. ``add_bias_kv`` and
+        ``add_zero_attn`` have no counterpart here and are refused.
+        """
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("from_torch: add_bias_kv / add_zero_attn are not supported")
+        has_bias = module.in_proj_bias is not None
+        new = cls(
+            module.embed_dim,
+            module.num_heads,
+            kdim=module.kdim,
+            vdim=module.vdim,
+            bias=has_bias,
+            dropout=module.dropout,
+            **options,
+        )
+        embed = module.embed_dim
+        with torch.no_grad():
+            if module._qkv_same_embed_dim:
+                weights = module.in_proj_weight.split(embed, dim=0)
+            else:
+                weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
+            projections = (new.q_proj, new.k_proj, new.v_proj)
+            for proj, weight in zip(projections, weights, strict=True):
+                proj.weight.copy_(weight)
+            if has_bias:
+                for proj, b in zip(projections, module.in_proj_bias.split(embed), strict=True):
+                    proj.bias.copy_(b)
+                new.out_proj.bias.copy_(module.out_proj.bias)
+            new.out_proj.weight.copy_(module.out_proj.weight)
+        return new.to(module.out_proj.weight.device, module.out_proj.weight.dtype)
+
+
+def _add_bias(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """Merge a positional score bias into the user's mask (boolean or additive)."""
+    if bias is None:
+        return mask
+    bias = bias.to(dtype)
+    if mask is None:
+        return bias
+    if mask.dtype == torch.bool:
+        return bias.masked_fill(~mask, float("-inf"))
+    return bias + mask
