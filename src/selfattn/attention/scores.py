@@ -74,7 +74,7 @@ def resolve_score(score: str | ScoreFn | nn.Module) -> ScoreFn:
             "score='additive' has its own parameters: pass an AdditiveScore(head_dim) "
             "instance as score=…, or use MultiHeadAttention(score='additive')"
         )
-    fn = SCORES.get(score)
+    fn = SCORES.get(score) if isinstance(score, str) else None
     if fn is None:
         raise ValueError(f"unknown score {score!r}; choose one of {sorted(SCORES)} or a callable")
     return fn  # type: ignore[return-value]

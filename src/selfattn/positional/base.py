@@ -5,15 +5,21 @@ outputs the same way. A positional encoding breaks that symmetry in one of two p
 
 * :class:`AbsolutePositional` adds a vector e^i to the input a^i (sinusoidal, learned,
   FLOATER, RNN-generated). It is applied once, before the first block.
+  :class:`SequentialPositional` is the special case where e^{i+1} is computed from e^i.
 * :class:`RelativePositional` acts inside attention, so the score between positions i and
   j depends on their offset (Shaw et al. relative, rotary, ALiBi). ``MultiHeadAttention``
   calls its three hooks; each default does nothing, so a variant overrides only what it
   changes.
+
+Every concrete encoding has a classmethod ``build(*, embed_dim, num_heads, max_len,
+**options)`` so the registry in :mod:`selfattn.positional` can construct any of them from
+the same arguments.
 """
 
 from __future__ import annotations
 
 import abc
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -21,6 +27,11 @@ from torch import Tensor, nn
 
 class AbsolutePositional(nn.Module, abc.ABC):
     """Adds a position vector to every input vector: ``x + e[offset : offset + L]``."""
+
+    @classmethod
+    @abc.abstractmethod
+    def build(cls, *, embed_dim: int, num_heads: int, max_len: int = 512) -> AbsolutePositional:
+        """Construct from the registry's common arguments (subclasses add keyword options)."""
 
     @abc.abstractmethod
     def encoding(self, length: int, offset: int = 0) -> Tensor:
@@ -41,7 +52,61 @@ class AbsolutePositional(nn.Module, abc.ABC):
         return x + self.encoding(x.shape[1], offset).to(dtype=x.dtype, device=x.device)
 
 
-class RelativePositional(nn.Module):
+class SequentialPositional(AbsolutePositional):
+    """Encodings generated one position after another: e^0 learned, e^{i+1} = step(e^i, i).
+
+    Position i depends on every earlier one, so ``encoding(L, offset)`` unrolls
+    ``offset + L`` steps; the loop cannot be parallelised. When nothing needs gradients
+    (eval mode and autograd off, i.e. inference) the unrolled rows are cached and only
+    extended, so incremental decoding costs one step per new position. The cache is
+    dropped when any parameter changes (in-place updates bump a tensor's version).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cache: Tensor | None = None
+        self._cached_for: tuple[Any, ...] | None = None
+
+    @abc.abstractmethod
+    def initial(self) -> Tensor:
+        """e^0, shape ``(E,)``."""
+
+    @abc.abstractmethod
+    def step(self, state: Tensor, index: int) -> Tensor:
+        """e^{index + 1} ``(E,)`` from e^{index} ``(E,)``."""
+
+    def encoding(self, length: int, offset: int = 0) -> Tensor:
+        """The encodings of positions ``offset … offset + length - 1``, shape ``(L, E)``."""
+        check_span(length, offset)
+        end = offset + length
+        if self.training or torch.is_grad_enabled():
+            return self._unroll(end)[offset:end]
+        key = self._parameter_versions()
+        if self._cache is None or key != self._cached_for:
+            self._cache, self._cached_for = self._unroll(end), key
+        elif len(self._cache) < end:
+            self._cache = torch.cat([self._cache, self._unroll(end, self._cache)])
+        return self._cache[offset:end]
+
+    def _unroll(self, end: int, done: Tensor | None = None) -> Tensor:
+        """Rows ``len(done) … end - 1`` continuing from ``done[-1]`` (all from e^0 if None)."""
+        if done is None:
+            state = self.initial()
+            rows, start = [state], 1
+        else:
+            state, rows, start = done[-1], [], len(done)
+        for index in range(start, end):
+            state = self.step(state, index - 1)
+            rows.append(state)
+        return torch.stack(rows) if rows else state.new_empty(0, state.shape[-1])
+
+    def _parameter_versions(self) -> tuple[Any, ...]:
+        return tuple(
+            (id(param), param._version, param.device, param.dtype) for param in self.parameters()
+        )
+
+
+class RelativePositional(nn.Module, abc.ABC):
     """Hooks that make attention depend on the offset between query and key positions.
 
     Positions are integer tensors: ``q_pos`` of shape ``(T,)`` and ``k_pos`` of shape
@@ -50,6 +115,11 @@ class RelativePositional(nn.Module):
 
     #: True when :meth:`value_term` is used: attention weights must then be materialised.
     needs_weights: bool = False
+
+    @classmethod
+    @abc.abstractmethod
+    def build(cls, *, embed_dim: int, num_heads: int, max_len: int = 512) -> RelativePositional:
+        """Construct from the registry's common arguments (subclasses add keyword options)."""
 
     def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         """Transform queries ``(B, H, T, D)`` and keys ``(B, Hk, S, D)`` before scoring."""
@@ -76,3 +146,16 @@ def relative_offsets(q_pos: Tensor, k_pos: Tensor) -> Tensor:
 def positions(length: int, offset: int = 0, device: torch.device | None = None) -> Tensor:
     """``offset, offset + 1, …, offset + length - 1`` as a long tensor."""
     return torch.arange(offset, offset + length, device=device)
+
+
+def check_span(length: int, offset: int) -> None:
+    """Reject a negative ``length`` or ``offset`` with a clear message."""
+    if length < 0 or offset < 0:
+        raise ValueError(f"length and offset must be >= 0, got length={length}, offset={offset}")
+
+
+def head_dim_of(embed_dim: int, num_heads: int) -> int:
+    """``embed_dim // num_heads``, refusing a split that leaves a remainder."""
+    if num_heads <= 0 or embed_dim % num_heads:
+        raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
+    return embed_dim // num_heads
