@@ -144,3 +144,10 @@ def test_configuration_errors() -> None:
         mha(torch.randn(T, E))
     with pytest.raises(ValueError, match="embed_dim"):
         mha(torch.randn(B, T, E + 1))
+
+
+def test_from_torch_copies_float64_weights_exactly() -> None:
+    ref = nn.MultiheadAttention(E, H, batch_first=True).double()
+    ours = MultiHeadAttention.from_torch(ref)
+    assert ours.q_proj.weight.dtype == torch.float64
+    assert torch.equal(ours.q_proj.weight, ref.in_proj_weight[:E])

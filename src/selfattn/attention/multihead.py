@@ -186,7 +186,7 @@ class MultiHeadAttention(nn.Module):
             bias=has_bias,
             dropout=module.dropout,
             **options,
-        )
+        ).to(module.out_proj.weight.device, module.out_proj.weight.dtype)
         embed = module.embed_dim
         with torch.no_grad():
             if module._qkv_same_embed_dim:
@@ -201,7 +201,7 @@ class MultiHeadAttention(nn.Module):
                     proj.bias.copy_(b)
                 new.out_proj.bias.copy_(module.out_proj.bias)
             new.out_proj.weight.copy_(module.out_proj.weight)
-        return new.to(module.out_proj.weight.device, module.out_proj.weight.dtype)
+        return new
 
 
 def _add_bias(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:

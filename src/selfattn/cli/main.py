@@ -1,0 +1,39 @@
+"""The ``selfattn`` command: subcommands, each a thin layer over the library."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from selfattn import __version__
+from selfattn.cli import toy
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="selfattn", description="Self-attention models on any vector set."
+    )
+    parser.add_argument("--version", action="version", version=f"selfattn {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    toy_parser = commands.add_parser(
+        "toy", help="train self-attention vs a per-vector MLP on a toy set-labeling task"
+    )
+    toy.add_arguments(toy_parser)
+    toy_parser.set_defaults(run=toy.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; a user's mistake is one line on stderr and exit status 2, no traceback."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (ValueError, FileNotFoundError) as error:
+        print(f"selfattn {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

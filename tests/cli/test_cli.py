@@ -1,0 +1,40 @@
+"""The command line: the toy job end to end, and errors as one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from selfattn.cli import toy
+from selfattn.cli.main import main
+
+
+def test_toy_self_attention_beats_per_vector_fc() -> None:
+    """The lecture's point: a vector's label can depend on the whole set."""
+    config = toy.ToyConfig(steps=150)
+    attention = toy.train_and_evaluate(config, use_attention=True, progress=False)
+    per_vector = toy.train_and_evaluate(config, use_attention=False, progress=False)
+    assert attention > 0.95
+    assert per_vector < 0.8
+
+
+def test_toy_command_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["toy", "--steps", "5", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    for name in ("self-attention", "FC per vector", "majority label"):
+        assert name in out
+
+
+def test_bad_argument_is_one_line_and_nonzero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["toy", "--steps", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--steps" in err
+
+
+def test_console_script_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "selfattn.cli.main", "--version"], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout.startswith("selfattn ")
