@@ -1,0 +1,97 @@
+"""The data vocabulary shared by recipes, formats, collation and training.
+
+Lecture 000 (§"What is the output?"): the input is always a *set of vectors*; the output
+is one label per vector (``task="token"``), one label per set (``task="sequence"``), or a
+sequence the model chooses the length of (seq2seq, a later issue). Text arrives as
+tokens that a vocabulary turns into vectors; speech, images or anything else can arrive
+as the vectors themselves (``features``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+TaskType = Literal["token", "sequence"]
+InputKind = Literal["text", "vectors"]
+
+
+class DataError(ValueError):
+    """Bad user data: the message names the file and line (``path:line: problem``)."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One vector set and its label(s).
+
+    Exactly one of ``tokens`` (text) and ``features`` (``(L, F)`` float vectors) is set.
+    ``label`` is a list of L labels for a token task, one string for a sequence task.
+    ``source`` says where it came from (``path:line``) for error messages.
+    """
+
+    tokens: tuple[str, ...] | None
+    features: np.ndarray | None
+    label: tuple[str, ...] | str
+    source: str = ""
+
+    def __len__(self) -> int:
+        if self.tokens is not None:
+            return len(self.tokens)
+        assert self.features is not None
+        return int(self.features.shape[0])
+
+
+@dataclass
+class DatasetSplits:
+    """A recipe's (or a user's) data: fixed train / dev / test splits and what they are."""
+
+    name: str
+    task: TaskType
+    input: InputKind
+    train: list[Example]
+    dev: list[Example]
+    test: list[Example]
+    description: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Batch:
+    """Padded tensors for one step.
+
+    Attributes:
+        token_ids: ``(B, L)`` long (text input) or ``None``.
+        char_ids: ``(B, L, C)`` long character ids per token (text input) or ``None``.
+        features: ``(B, L, F)`` float (vector input) or ``None``.
+        key_padding_mask: ``(B, L)`` bool, True at padding.
+        labels: ``(B, L)`` long with ``-100`` at padding (token task) or ``(B,)`` long.
+    """
+
+    token_ids: Tensor | None
+    char_ids: Tensor | None
+    features: Tensor | None
+    key_padding_mask: Tensor
+    labels: Tensor
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch on ``device``."""
+
+        def move(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.to(device)
+
+        return Batch(
+            move(self.token_ids),
+            move(self.char_ids),
+            move(self.features),
+            self.key_padding_mask.to(device),
+            self.labels.to(device),
+        )
+
+    @property
+    def num_tokens(self) -> int:
+        """Real (non-padding) positions in the batch."""
+        return int((~self.key_padding_mask).sum())
