@@ -1,0 +1,70 @@
+"""Attention maps as heatmaps: one panel per layer and head, tokens on both axes.
+
+Row i of a panel is α'_{i,·}: how much query position i draws from each key position j.
+Comparing panels shows what the lecture points out — some heads look locally (a band
+near the diagonal), others globally.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+# The object-oriented API needs no pyplot backend, so this works on a server without a display.
+from matplotlib.figure import Figure
+from torch import Tensor
+
+
+def plot_attention(
+    maps: Sequence[Tensor],
+    tokens: Sequence[str],
+    path: str | os.PathLike[str],
+    *,
+    title: str | None = None,
+    panel_size: float = 2.4,
+) -> Path:
+    """Write a grid of heatmaps (rows = layers, columns = heads) to ``path``.
+
+    Args:
+        maps: per layer, weights ``(H, L, L)`` for one example (padding removed).
+        tokens: the L tokens, used as tick labels on both axes.
+        path: output image; the format follows the suffix (``.png``, ``.pdf``, ``.svg``).
+        title: figure title.
+        panel_size: inches per panel.
+
+    Returns:
+        The path written.
+    """
+    if not maps:
+        raise ValueError("no attention maps to plot")
+    num_heads, length = maps[0].shape[0], len(tokens)
+    for layer, weights in enumerate(maps):
+        if weights.dim() != 3 or tuple(weights.shape[1:]) != (length, length):
+            raise ValueError(
+                f"layer {layer}: expected weights (H, {length}, {length}) for {length} tokens, "
+                f"got {tuple(weights.shape)}"
+            )
+    fig = Figure(figsize=(panel_size * num_heads + 0.6, panel_size * len(maps) + 0.6))
+    axes = fig.subplots(len(maps), num_heads, squeeze=False)
+    show_ticks = length <= 40  # beyond that the labels overlap into a smear
+    for layer, weights in enumerate(maps):
+        for head in range(num_heads):
+            ax = axes[layer][head]
+            ax.imshow(weights[head].detach().float().cpu().numpy(), cmap="viridis", vmin=0.0)
+            ax.set_title(f"layer {layer + 1} · head {head + 1}", fontsize=8)
+            if show_ticks:
+                ax.set_xticks(range(length), tokens, rotation=90, fontsize=7)
+                ax.set_yticks(range(length), tokens, fontsize=7)
+            else:
+                ax.set_xticks([])
+                ax.set_yticks([])
+    if title:
+        fig.suptitle(title)
+    fig.supxlabel("key (attended to)", fontsize=9)
+    fig.supylabel("query", fontsize=9)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    return out
