@@ -38,7 +38,7 @@ Method:
 
 Usage::
 
-    python benchmarks/attention.py                  # L = 256 … 8192, several minutes on CPU
+    python benchmarks/attention.py                  # L = 256 … 8192, ~15-25 min on 2 CPU cores
     python benchmarks/attention.py --quick          # L = 256 1024, 1 repeat: a smoke check
     python benchmarks/attention.py --lengths 1024 4096 --sections eager --repeats 3
 
@@ -57,6 +57,7 @@ import math
 import multiprocessing as mp
 import os
 import resource
+import signal
 import statistics
 import sys
 import time
@@ -426,10 +427,14 @@ class Runner:
         proc = self.ctx.Process(target=_child, args=(send, fn, args))
         proc.start()
         send.close()
+        result = None
         try:
             result = receive.recv()
         except EOFError:
             result = None
+        finally:  # interrupted (Ctrl-C, SIGTERM): take the worker down with us
+            if proc.is_alive() and result is None:
+                proc.kill()
         proc.join()
         if result is None:
             return {"error": f"worker died (exit code {proc.exitcode}; out of memory?)"}
@@ -576,6 +581,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run cleanup, stop the worker
     cuda = args.device == "cuda"
     run = Runner(in_process=cuda)
     cases = plan(args)

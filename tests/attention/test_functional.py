@@ -251,8 +251,13 @@ def test_weights_requested_give_the_same_output_as_the_fused_path(kwargs: dict) 
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, T))
 
 
+@pytest.mark.parametrize("recompute", [False, True])
 @pytest.mark.parametrize("chunk_size", [1, 2, 5])
-def test_chunking_changes_nothing_including_gradients(chunk_size: int) -> None:
+def test_chunking_changes_nothing_including_gradients(
+    chunk_size: int, recompute: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if recompute:  # force the activation-checkpointed blocks even on a tiny input
+        monkeypatch.setattr(functional, "RECOMPUTE_BUDGET", 0)
     q, k, v = (torch.randn(B, H, T + 1, D, dtype=F64, requires_grad=True) for _ in range(3))
     bias = torch.randn(T + 1, T + 1, dtype=F64)
 

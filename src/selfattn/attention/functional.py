@@ -41,6 +41,10 @@ from selfattn.attention.scores import (
 
 #: Elements of one block's score matrix (B·H·chunk·S·extra); 2^24 fp32 values = 64 MiB.
 CHUNK_BUDGET = 1 << 24
+#: Blocks are recomputed in the backward pass only when keeping every block's activations
+#: would cost more than this many elements (2^26 fp32 = 256 MiB per saved tensor). Below it,
+#: recomputation costs ~1.45x the time to save a few hundred MiB (benchmarks/attention.py).
+RECOMPUTE_BUDGET = 1 << 26
 
 
 def attention(
@@ -110,7 +114,7 @@ def attention(
         need_weights=need_weights,
         dropout=dropout,
         scale=scale,
-        chunk_size=chunk_size or _auto_chunk(q, k, score, need_weights),
+        chunk_size=chunk_size or _auto_chunk(q, k, score),
     )
 
 
@@ -215,12 +219,8 @@ def _fused(
 # --------------------------------------------------------------------------- eager path
 
 
-def _auto_chunk(q: Tensor, k: Tensor, score: object, need_weights: bool) -> int:
+def _auto_chunk(q: Tensor, k: Tensor, score: object) -> int:
     batch, heads, num_queries = q.shape[:3]
-    if need_weights and not isinstance(score, AdditiveScore):
-        # The (T, S) weights are returned whole anyway; blocks would only add the cost of
-        # concatenating them (measured: 2.5x slower at L=4096).
-        return num_queries
     per_query = batch * heads * k.shape[-2]
     if isinstance(score, AdditiveScore):
         per_query *= score.hidden_dim
@@ -281,9 +281,13 @@ def _chunked(
     block = functools.partial(
         _attend_block, score=score, normalizer=normalizer, scale=scale, dropout=dropout
     )
+    saved_elements = q.shape[0] * heads * num_queries * num_keys
+    if isinstance(score, AdditiveScore):
+        saved_elements *= score.hidden_dim
     recompute = (
         not need_weights
         and num_queries > chunk_size
+        and saved_elements > RECOMPUTE_BUDGET
         and torch.is_grad_enabled()
         and any(t.requires_grad for t in (q, k, v))
     )

@@ -24,7 +24,8 @@ def dot_score(q: Tensor, k: Tensor, scale: float) -> Tensor:
 
 def scaled_dot_score(q: Tensor, k: Tensor, scale: float) -> Tensor:
     """α_{i,j} = q^i · k^j / √d (Vaswani et al. 2017); ``scale`` is 1/√d unless overridden."""
-    return (q @ k.transpose(-2, -1)) * scale
+    # Scale q (T·D values) rather than the scores (T·S values): one fewer score-sized tensor.
+    return (q * scale) @ k.transpose(-2, -1)
 
 
 class AdditiveScore(nn.Module):
