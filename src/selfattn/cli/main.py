@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from selfattn import __version__
-from selfattn.cli import toy
+from selfattn.cli import data_cmd, model_cmds, toy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +22,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     toy.add_arguments(toy_parser)
     toy_parser.set_defaults(run=toy.run)
+    subcommands = (
+        ("data", "list or fetch the dataset recipes", data_cmd.add_arguments, data_cmd.run),
+        (
+            "train",
+            "train a model from a TOML config",
+            model_cmds.add_train_arguments,
+            model_cmds.run_train,
+        ),
+        (
+            "eval",
+            "evaluate a checkpoint on a split",
+            model_cmds.add_eval_arguments,
+            model_cmds.run_eval,
+        ),
+        (
+            "predict",
+            "label new input with a checkpoint",
+            model_cmds.add_predict_arguments,
+            model_cmds.run_predict,
+        ),
+        (
+            "attention",
+            "draw a checkpoint's attention maps for a sentence",
+            model_cmds.add_attention_arguments,
+            model_cmds.run_attention,
+        ),
+    )
+    for name, help_text, add_arguments, run in subcommands:
+        sub = commands.add_parser(name, help=help_text)
+        add_arguments(sub)
+        sub.set_defaults(run=run)
     return parser
 
 

@@ -1,0 +1,75 @@
+"""The model section of a run's configuration.
+
+It lives here, beside the code that reads it (:func:`selfattn.tasks.build_model`), so that
+imports point downward; :mod:`selfattn.train.config` re-exports it with the other sections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from selfattn.positional import POSITIONAL
+
+Architecture = Literal["transformer", "fc", "fc_window", "bigru", "cnn"]
+Pooling = Literal["mean", "first", "attention"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What model to build: input embedding → sequence encoder → task head.
+
+    Attributes:
+        architecture: the sequence encoder, a key of :data:`selfattn.tasks.ENCODERS`:
+            ``transformer`` (self-attention), or one of the lecture's baselines: ``fc``
+            (an MLP on each vector alone), ``fc_window`` (an MLP on the ±``window_k``
+            neighbourhood), ``bigru`` (bidirectional GRU), ``cnn`` (1-D convolutions).
+        embed_dim: E, size of the input vectors the encoder receives.
+        num_heads: H, attention heads (``transformer`` only).
+        num_layers: blocks / MLP layers / GRU layers / convolutions.
+        ffn_dim: the transformer's feed-forward width; the baselines' hidden width (and
+            output size).
+        dropout: dropout everywhere a layer has some.
+        positional: positional encoding of the transformer, a key of
+            :data:`selfattn.positional.POSITIONAL`, or ``None`` (``"none"`` in TOML).
+        pooling: how a sequence task turns L vectors into one: ``mean`` over real
+            positions, ``first`` position (CLS-style), or learned-query ``attention``.
+        window_k: half-width k of the ``fc_window`` window (2k + 1 vectors) and of the
+            ``cnn`` kernels (size 2k + 1).
+        char_features: text input also gets a character-level encoder per token, so
+            words unseen in training still get informative vectors.
+        char_dim: size of the character-level vector of a token.
+        norm_first: pre-LN transformer blocks (they train stably with little warm-up).
+    """
+
+    architecture: Architecture = "transformer"
+    embed_dim: int = 128
+    num_heads: int = 4
+    num_layers: int = 2
+    ffn_dim: int = 256
+    dropout: float = 0.1
+    positional: str | None = "sinusoidal"
+    pooling: Pooling = "mean"
+    window_k: int = 5
+    char_features: bool = False
+    char_dim: int = 48
+    norm_first: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"model.{name} must be >= 1, got {getattr(self, name)}")
+        if self.window_k < 0:
+            raise ValueError(f"model.window_k must be >= 0, got {self.window_k}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.positional is not None and self.positional not in POSITIONAL:
+            raise ValueError(
+                f"model.positional: unknown encoding {self.positional!r}; choose one of "
+                f"{', '.join(POSITIONAL)} or none"
+            )
+        if self.architecture == "transformer" and self.embed_dim % self.num_heads:
+            raise ValueError(
+                f"model.embed_dim ({self.embed_dim}) must be divisible by "
+                f"model.num_heads ({self.num_heads})"
+            )

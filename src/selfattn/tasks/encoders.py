@@ -1,0 +1,265 @@
+"""Sequence encoders, selected by name: self-attention and the lecture's baselines.
+
+Lecture 000 (§"Sequence Labeling"): to label a vector, a fully connected network can look
+at that vector alone (``fc``) or at a window of its neighbours (``fc_window``, the HW2 "11
+frames"); an RNN (``bigru``) or a CNN (``cnn``) sees further; self-attention
+(``transformer``) lets every vector consider the whole sequence at once.
+
+Every encoder maps ``(B, L, E)`` vectors and a ``(B, L)`` padding mask (True at padding)
+to ``(B, L, output_dim)``, and padding never changes the outputs at real positions.
+Padding is assumed to trail the real positions (the collator right-pads).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from selfattn.models.encoder import Encoder
+from selfattn.tasks.config import ModelConfig
+
+
+class SequenceEncoder(nn.Module):
+    """The shared interface: ``forward(x (B, L, E), key_padding_mask (B, L)) → (B, L, E')``."""
+
+    #: E', the size of each output vector.
+    output_dim: int
+
+    @classmethod
+    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+        """The encoder described by ``config`` (``max_len``: longest sequence expected)."""
+        raise NotImplementedError
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _zero_padding(x: Tensor, key_padding_mask: Tensor) -> Tensor:
+    """``x`` with padded positions set to 0, like the zeros beyond a sequence's edges."""
+    return x.masked_fill(key_padding_mask[..., None], 0.0)
+
+
+def _mlp(in_dim: int, hidden_dim: int, num_layers: int, dropout: float) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(num_layers):
+        layers += [nn.Linear(in_dim if i == 0 else hidden_dim, hidden_dim), nn.ReLU()]
+        layers.append(nn.Dropout(dropout))
+    return nn.Sequential(*layers)
+
+
+class TransformerSequenceEncoder(SequenceEncoder):
+    """selfattn's :class:`~selfattn.models.Encoder`: each output sees every real input.
+
+    Args: as :class:`~selfattn.models.Encoder`.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        num_layers: int,
+        ffn_dim: int,
+        *,
+        positional: str | None = "sinusoidal",
+        max_len: int = 512,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+    ) -> None:
+        super().__init__()
+        self.output_dim = embed_dim
+        self.encoder = Encoder(
+            embed_dim,
+            num_heads,
+            num_layers,
+            ffn_dim,
+            positional=positional,
+            max_len=max_len,
+            dropout=dropout,
+            norm_first=norm_first,
+        )
+
+    @classmethod
+    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+        return cls(
+            config.embed_dim,
+            config.num_heads,
+            config.num_layers,
+            config.ffn_dim,
+            positional=config.positional,
+            max_len=max_len,
+            dropout=config.dropout,
+            norm_first=config.norm_first,
+        )
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
+        return self.encoder(x, key_padding_mask=key_padding_mask).last_hidden_state
+
+    def attention_maps(self, x: Tensor, key_padding_mask: Tensor) -> list[Tensor]:
+        """Every block's attention weights, ``num_layers`` tensors ``(B, H, L, L)``."""
+        out = self.encoder(x, key_padding_mask=key_padding_mask, need_weights=True)
+        assert out.attentions is not None
+        return out.attentions
+
+
+class FCEncoder(SequenceEncoder):
+    """An MLP applied to each vector alone: it cannot use context at all.
+
+    Args:
+        embed_dim: E.
+        hidden_dim: width of each layer (and E').
+        num_layers: Linear → ReLU → dropout layers.
+        dropout: on the input and after each layer.
+    """
+
+    def __init__(self, embed_dim: int, hidden_dim: int, num_layers: int, dropout: float = 0.0):
+        super().__init__()
+        self.output_dim = hidden_dim
+        self.input_dropout = nn.Dropout(dropout)
+        self.mlp = _mlp(embed_dim, hidden_dim, num_layers, dropout)
+
+    @classmethod
+    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+        return cls(config.embed_dim, config.ffn_dim, config.num_layers, config.dropout)
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
+        return self.mlp(self.input_dropout(x))
+
+
+class WindowFCEncoder(SequenceEncoder):
+    """An MLP on the concatenation of each vector and its ±k neighbours (zeros past the ends).
+
+    Args:
+        embed_dim: E.
+        hidden_dim: width of each layer (and E').
+        num_layers: Linear → ReLU → dropout layers.
+        k: half-width of the window, which holds 2k + 1 vectors.
+        dropout: on the input and after each layer.
+    """
+
+    def __init__(
+        self, embed_dim: int, hidden_dim: int, num_layers: int, k: int, dropout: float = 0.0
+    ) -> None:
+        super().__init__()
+        self.k = k
+        self.output_dim = hidden_dim
+        self.input_dropout = nn.Dropout(dropout)
+        self.mlp = _mlp((2 * k + 1) * embed_dim, hidden_dim, num_layers, dropout)
+
+    @classmethod
+    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+        return cls(
+            config.embed_dim, config.ffn_dim, config.num_layers, config.window_k, config.dropout
+        )
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
+        x = _zero_padding(self.input_dropout(x), key_padding_mask)
+        padded = F.pad(x, (0, 0, self.k, self.k))  # (B, L + 2k, E)
+        windows = padded.unfold(1, 2 * self.k + 1, 1)  # (B, L, E, 2k + 1)
+        return self.mlp(windows.transpose(2, 3).flatten(2))  # (B, L, (2k + 1)·E) → (B, L, E')
+
+
+class BiGRUEncoder(SequenceEncoder):
+    """A bidirectional GRU over the real positions only (packed sequences).
+
+    Args:
+        embed_dim: E.
+        hidden_dim: E', split evenly between the two directions (must be even).
+        num_layers: stacked GRU layers.
+        dropout: on the input and between layers.
+    """
+
+    def __init__(self, embed_dim: int, hidden_dim: int, num_layers: int, dropout: float = 0.0):
+        super().__init__()
+        if hidden_dim % 2:
+            raise ValueError(f"bigru needs an even hidden size (ffn_dim), got {hidden_dim}")
+        self.output_dim = hidden_dim
+        self.input_dropout = nn.Dropout(dropout)
+        self.gru = nn.GRU(
+            embed_dim,
+            hidden_dim // 2,
+            num_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+
+    @classmethod
+    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+        return cls(config.embed_dim, config.ffn_dim, config.num_layers, config.dropout)
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
+        lengths = (~key_padding_mask).sum(dim=1)
+        positions = torch.arange(x.shape[1], device=x.device)
+        if not torch.equal(key_padding_mask, positions >= lengths[:, None]):
+            raise ValueError("bigru needs right-padded sequences (padding after the tokens)")
+        # pack_padded_sequence wants lengths ≥ 1 on the CPU; an all-padding row stays zero.
+        packed = pack_padded_sequence(
+            self.input_dropout(x),
+            lengths.clamp(min=1).cpu(),
+            batch_first=True,
+            enforce_sorted=False,
+        )
+        out, _ = self.gru(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        return _zero_padding(out, key_padding_mask)
+
+
+class CNNEncoder(SequenceEncoder):
+    """Stacked 1-D convolutions with "same" padding; padding is zeroed before each one.
+
+    Zeroing the padded positions makes them look exactly like the zeros beyond the end of
+    a sequence, so no amount of padding changes what a real position sees.
+
+    Args:
+        embed_dim: E.
+        hidden_dim: channels of each convolution (and E').
+        num_layers: Conv → ReLU → dropout layers.
+        k: kernel half-width (kernel size 2k + 1).
+        dropout: on the input and after each layer.
+    """
+
+    def __init__(
+        self, embed_dim: int, hidden_dim: int, num_layers: int, k: int, dropout: float = 0.0
+    ) -> None:
+        super().__init__()
+        self.output_dim = hidden_dim
+        self.input_dropout = nn.Dropout(dropout)
+        self.convs = nn.ModuleList(
+            nn.Conv1d(embed_dim if i == 0 else hidden_dim, hidden_dim, 2 * k + 1, padding=k)
+            for i in range(num_layers)
+        )
+        self.dropout = nn.Dropout(dropout)
+
+    @classmethod
+    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+        return cls(
+            config.embed_dim, config.ffn_dim, config.num_layers, config.window_k, config.dropout
+        )
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
+        x = self.input_dropout(x)
+        for conv in self.convs:
+            x = _zero_padding(x, key_padding_mask)
+            x = self.dropout(torch.relu(conv(x.transpose(1, 2)).transpose(1, 2)))  # (B, L, E')
+        return _zero_padding(x, key_padding_mask)
+
+
+#: Every encoder by name; the contract tests iterate over it.
+ENCODERS: dict[str, type[SequenceEncoder]] = {
+    "transformer": TransformerSequenceEncoder,
+    "fc": FCEncoder,
+    "fc_window": WindowFCEncoder,
+    "bigru": BiGRUEncoder,
+    "cnn": CNNEncoder,
+}
+
+
+def build_encoder(config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+    """The encoder named ``config.architecture``."""
+    if config.architecture not in ENCODERS:
+        raise ValueError(
+            f"unknown architecture {config.architecture!r}; choose one of {', '.join(ENCODERS)}"
+        )
+    return ENCODERS[config.architecture].from_config(config, max_len=max_len)

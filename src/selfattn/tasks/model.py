@@ -1,0 +1,151 @@
+"""A whole task model: input embedding → sequence encoder → head, and its builder."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from torch import Tensor, nn
+
+from selfattn.data.types import Batch, TaskType
+from selfattn.tasks.config import ModelConfig
+from selfattn.tasks.embedding import InputEmbedding
+from selfattn.tasks.encoders import SequenceEncoder, TransformerSequenceEncoder, build_encoder
+from selfattn.tasks.heads import SequenceClassifier, TokenClassifier
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a model's input and output look like: everything besides its :class:`ModelConfig`
+    needed to rebuild it (it is stored in checkpoints).
+
+    Attributes:
+        task: ``"token"`` (a label per vector) or ``"sequence"`` (a label per set).
+        num_labels: number of classes.
+        vocab_size: word ids (text input), else ``None``.
+        char_vocab_size: character ids (text input with character features), else ``None``.
+        feature_dim: size of each input vector (vector input), else ``None``.
+        max_len: the longest sequence the positional encoding must cover.
+    """
+
+    task: TaskType
+    num_labels: int
+    vocab_size: int | None = None
+    char_vocab_size: int | None = None
+    feature_dim: int | None = None
+    max_len: int = 512
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TaskSpec:
+        """The inverse of :meth:`to_dict`."""
+        return cls(**values)
+
+
+class TaskModel(nn.Module):
+    """Embedding, encoder and head composed: ``forward(batch) → logits``.
+
+    Args:
+        embedding: batch → ``(B, L, E)``.
+        encoder: ``(B, L, E)`` → ``(B, L, E')``.
+        head: ``(B, L, E')`` → ``(B, L, C)`` or ``(B, C)``.
+        spec: how it was built (kept for checkpoints), if known.
+    """
+
+    def __init__(
+        self,
+        embedding: InputEmbedding,
+        encoder: SequenceEncoder,
+        head: TokenClassifier | SequenceClassifier,
+        *,
+        spec: TaskSpec | None = None,
+    ) -> None:
+        super().__init__()
+        self.embedding = embedding
+        self.encoder = encoder
+        self.head = head
+        self.spec = spec
+
+    def forward(self, batch: Batch) -> Tensor:
+        """Returns logits, ``(B, L, num_labels)`` for a token task, ``(B, num_labels)`` for
+        a sequence task."""
+        mask = batch.key_padding_mask
+        return self.head(self.encoder(self.embedding(batch), mask), mask)
+
+    def attention_maps(self, batch: Batch) -> list[Tensor]:
+        """Every transformer block's attention weights, ``num_layers`` × ``(B, H, L, L)``.
+
+        Raises:
+            ValueError: the encoder is not a transformer (it has no attention to show).
+        """
+        if not isinstance(self.encoder, TransformerSequenceEncoder):
+            raise ValueError(
+                f"attention maps need architecture 'transformer'; this model's encoder is a "
+                f"{type(self.encoder).__name__}, which has no attention weights"
+            )
+        return self.encoder.attention_maps(self.embedding(batch), batch.key_padding_mask)
+
+
+def build_model(
+    config: ModelConfig,
+    *,
+    task: TaskType,
+    vocab_size: int | None,
+    char_vocab_size: int | None,
+    feature_dim: int | None,
+    num_labels: int,
+    max_len: int = 512,
+) -> TaskModel:
+    """The model ``config`` describes, for a task with these inputs and labels.
+
+    Args:
+        config: the model section of the run's configuration.
+        task: ``"token"`` (:class:`TokenClassifier`) or ``"sequence"``
+            (:class:`SequenceClassifier` with ``config.pooling``).
+        vocab_size: word ids for text input; ``None`` for vector input.
+        char_vocab_size: character ids; used when ``config.char_features`` is on.
+        feature_dim: F for vector input; ``None`` for text input.
+        num_labels: number of classes.
+        max_len: longest sequence expected (positional tables).
+
+    Raises:
+        ValueError: inconsistent inputs (both or neither of vocab_size and feature_dim,
+            character features without a character vocabulary, an unknown task).
+    """
+    if config.char_features and vocab_size is not None and char_vocab_size is None:
+        raise ValueError("model.char_features is on, but there is no character vocabulary")
+    use_chars = config.char_features and vocab_size is not None
+    spec = TaskSpec(
+        task=task,
+        num_labels=num_labels,
+        vocab_size=vocab_size,
+        char_vocab_size=char_vocab_size if use_chars else None,
+        feature_dim=feature_dim,
+        max_len=max_len,
+    )
+    embedding = InputEmbedding(
+        config.embed_dim,
+        vocab_size=vocab_size,
+        feature_dim=feature_dim,
+        char_vocab_size=spec.char_vocab_size,
+        char_dim=config.char_dim,
+    )
+    encoder = build_encoder(config, max_len=max_len)
+    head: TokenClassifier | SequenceClassifier
+    if task == "token":
+        head = TokenClassifier(encoder.output_dim, num_labels, dropout=config.dropout)
+    elif task == "sequence":
+        head = SequenceClassifier(
+            encoder.output_dim, num_labels, pooling=config.pooling, dropout=config.dropout
+        )
+    else:
+        raise ValueError(f"unknown task {task!r}; choose 'token' or 'sequence'")
+    return TaskModel(embedding, encoder, head, spec=spec)
+
+
+def build_model_from_spec(config: ModelConfig, spec: TaskSpec) -> TaskModel:
+    """:func:`build_model` with the inputs and labels of a stored :class:`TaskSpec`."""
+    return build_model(config, **asdict(spec))

@@ -1,0 +1,69 @@
+"""Training: configuration, the loop, optimiser and schedule, checkpoints.
+
+>>> config = load_config(Path("configs/pos_wsj.toml"), ["train.epochs=3"])
+>>> result = train(config, spec, train_batches, dev_batches, vocabs=vocabs)
+"""
+
+from __future__ import annotations
+
+from selfattn.train.checkpoint import (
+    FORMAT_VERSION,
+    Checkpoint,
+    get_rng_state,
+    load_checkpoint,
+    load_model,
+    save_checkpoint,
+    set_rng_state,
+)
+from selfattn.train.config import (
+    Config,
+    DataConfig,
+    ModelConfig,
+    TrainConfig,
+    config_from_dict,
+    config_to_dict,
+    config_to_toml,
+    load_config,
+)
+from selfattn.train.loop import (
+    METRICS_FILE,
+    TIMING_KEYS,
+    Trainer,
+    TrainResult,
+    compute_loss,
+    evaluate,
+    resolve_device,
+    seed_everything,
+    train,
+)
+from selfattn.train.optim import WarmupDecay, build_optimizer, build_scheduler
+
+__all__ = [
+    "FORMAT_VERSION",
+    "METRICS_FILE",
+    "TIMING_KEYS",
+    "Checkpoint",
+    "Config",
+    "DataConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
+    "WarmupDecay",
+    "build_optimizer",
+    "build_scheduler",
+    "compute_loss",
+    "config_from_dict",
+    "config_to_dict",
+    "config_to_toml",
+    "evaluate",
+    "get_rng_state",
+    "load_checkpoint",
+    "load_config",
+    "load_model",
+    "resolve_device",
+    "save_checkpoint",
+    "seed_everything",
+    "set_rng_state",
+    "train",
+]

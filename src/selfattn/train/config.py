@@ -1,0 +1,332 @@
+"""A run's configuration: frozen dataclasses loaded from TOML, overridable field by field.
+
+    run_dir = "runs/pos"          # optional; default runs/<config file name>
+    [data]
+    dataset = "pos-wsj"
+    [model]
+    architecture = "transformer"
+    [train]
+    epochs = 20
+
+``--set section.field=value`` overrides a field; the value is read as a TOML literal
+(``3``, ``0.5``, ``true``, ``"x"``) and, failing that, as a plain string. TOML has no
+null, so an optional field is set to ``None`` with the string ``"none"``. Every key and
+type is checked against the dataclasses, with errors that name the field.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from selfattn.tasks.config import ModelConfig
+
+Schedule = Literal["linear", "cosine", "constant"]
+DeviceName = Literal["cpu", "cuda", "auto"]
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the data come from and how they are turned into batches.
+
+    Attributes:
+        dataset: a recipe name (``"pos-wsj"``) or the path of a training file.
+        dev: path of a development file (default: the recipe's dev split).
+        test: path of a test file (default: the recipe's test split).
+        batch_size: examples per batch.
+        max_len: longest sequence kept (longer ones are cut); also sizes positional tables.
+        lowercase: lowercase text before building the vocabulary.
+        min_freq: words seen fewer times in training become the unknown word.
+        bpe_vocab_size: split words into this many byte-pair units; ``None``: whole words.
+    """
+
+    dataset: str
+    dev: str | None = None
+    test: str | None = None
+    batch_size: int = 32
+    max_len: int = 256
+    lowercase: bool = False
+    min_freq: int = 1
+    bpe_vocab_size: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_len", "min_freq"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"data.{name} must be >= 1, got {getattr(self, name)}")
+        if self.bpe_vocab_size is not None and self.bpe_vocab_size < 1:
+            raise ValueError(f"data.bpe_vocab_size must be >= 1, got {self.bpe_vocab_size}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to optimise.
+
+    Attributes:
+        epochs: passes over the training data (at most; see ``patience``).
+        lr: peak learning rate of AdamW.
+        weight_decay: AdamW's decoupled weight decay (not applied to biases and norms).
+        warmup_steps: steps of linear warm-up from 0 to ``lr``.
+        schedule: after warm-up, ``linear`` decay to 0, ``cosine`` decay to 0, or
+            ``constant``.
+        label_smoothing: ε of label-smoothed cross-entropy.
+        grad_clip: clip the global gradient norm to this; ``None``: no clipping.
+        amp: mixed precision (bf16 where supported, else fp16 with loss scaling). Only
+            on CUDA: on the CPU it is ignored with a warning.
+        seed: seeds Python, NumPy and torch, hence initialisation, dropout and batch order.
+        patience: stop after this many epochs without a better dev accuracy; ``None``:
+            never stop early.
+        device: ``cpu``, ``cuda``, or ``auto`` (CUDA when available).
+    """
+
+    epochs: int = 10
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    schedule: Schedule = "linear"
+    label_smoothing: float = 0.0
+    grad_clip: float | None = 1.0
+    amp: bool = False
+    seed: int = 0
+    patience: int | None = None
+    device: DeviceName = "auto"
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"train.epochs must be >= 1, got {self.epochs}")
+        if self.lr <= 0:
+            raise ValueError(f"train.lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0 or self.warmup_steps < 0:
+            raise ValueError("train.weight_decay and train.warmup_steps must be >= 0")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.grad_clip is not None and self.grad_clip <= 0:
+            raise ValueError(f"train.grad_clip must be > 0 or none, got {self.grad_clip}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"train.patience must be >= 1 or none, got {self.patience}")
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole run: data, model, training, and the folder its outputs go to."""
+
+    data: DataConfig
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    run_dir: Path = Path("runs/run")
+
+
+SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+_TOP_LEVEL = ("run_dir",)
+
+
+def load_config(path: Path, overrides: list[str] | None = None) -> Config:
+    """Read a TOML configuration and apply ``section.field=value`` overrides.
+
+    Args:
+        path: the TOML file. Without a top-level ``run_dir``, the run goes to
+            ``runs/<file name without .toml>``.
+        overrides: ``"section.field=value"`` strings (``"run_dir=path"`` for the folder).
+
+    Raises:
+        ValueError: unreadable TOML, an unknown section or key (the message lists the
+            valid ones), a value of the wrong type or out of range (naming the field).
+    """
+    path = Path(path)
+    try:
+        values = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{path}: invalid TOML: {error}") from None
+    except OSError as error:
+        raise ValueError(f"cannot read config {path}: {error.strerror}") from None
+    values.setdefault("run_dir", str(Path("runs") / path.stem))
+    for override in overrides or []:
+        apply_override(values, override)
+    return config_from_dict(values)
+
+
+def apply_override(values: dict[str, Any], override: str) -> None:
+    """Set ``section.field`` (or a top-level key) in the raw ``values`` to ``value``."""
+    key, sep, raw = override.partition("=")
+    if not sep:
+        raise ValueError(f"override {override!r} is not of the form section.field=value")
+    parts = key.strip().split(".")
+    if len(parts) == 1 and parts[0] in _TOP_LEVEL:
+        values[parts[0]] = parse_value(raw)
+        return
+    if len(parts) != 2:
+        raise ValueError(
+            f"override {override!r}: the key must be section.field (sections: "
+            f"{', '.join(SECTIONS)}) or one of {', '.join(_TOP_LEVEL)}"
+        )
+    section, name = parts
+    _check_section(section)
+    table = values.setdefault(section, {})
+    if not isinstance(table, dict):
+        raise ValueError(f"[{section}] must be a table")
+    table[name] = parse_value(raw)
+
+
+def parse_value(raw: str) -> Any:
+    """A TOML literal (``3``, ``0.5``, ``true``, ``"x"``, ``[1, 2]``), else the raw string."""
+    raw = raw.strip()
+    try:
+        return tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def config_from_dict(values: Mapping[str, Any]) -> Config:
+    """Build and validate a :class:`Config` from nested plain values (TOML or JSON)."""
+    unknown = sorted(set(values) - set(SECTIONS) - set(_TOP_LEVEL))
+    if unknown:
+        valid = ", ".join([*(f"[{name}]" for name in SECTIONS), *_TOP_LEVEL])
+        raise ValueError(f"unknown config section(s) {', '.join(unknown)}; valid: {valid}")
+    if "data" not in values:
+        raise ValueError("config: the [data] section (with data.dataset) is required")
+    sections = {name: _build_section(name, values.get(name, {})) for name in SECTIONS}
+    run_dir = _coerce(values.get("run_dir", "runs/run"), Path, "run_dir")
+    return Config(run_dir=run_dir, **sections)
+
+
+def config_to_dict(config: Config) -> dict[str, Any]:
+    """Nested plain values (JSON-ready); :func:`config_from_dict` inverts it."""
+    out: dict[str, Any] = {name: dataclasses.asdict(getattr(config, name)) for name in SECTIONS}
+    out["run_dir"] = str(config.run_dir)
+    return out
+
+
+def config_to_toml(config: Config) -> str:
+    """The configuration as TOML text that :func:`load_config` reads back unchanged."""
+    values = config_to_dict(config)
+    lines = [f"run_dir = {_toml_literal(values.pop('run_dir'))}"]
+    for section, table in values.items():
+        lines += ["", f"[{section}]"]
+        lines += [f"{key} = {_toml_literal(value)}" for key, value in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_literal(value: Any) -> str:
+    if value is None:
+        return '"none"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+# ------------------------------------------------------------------------- validation
+
+
+def _check_section(section: str) -> None:
+    if section not in SECTIONS:
+        raise ValueError(
+            f"unknown config section {section!r}; valid sections: {', '.join(SECTIONS)}"
+        )
+
+
+def _build_section(section: str, table: Any) -> Any:
+    cls = SECTIONS[section]
+    if not isinstance(table, Mapping):
+        raise ValueError(f"[{section}] must be a table, got {table!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    unknown = sorted(set(table) - set(names))
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {', '.join(f'{section}.{key}' for key in unknown)}; "
+            f"valid keys of [{section}]: {', '.join(names)}"
+        )
+    required = [
+        f.name
+        for f in fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [name for name in required if name not in table]
+    if missing:
+        raise ValueError(f"missing required key(s): {', '.join(f'{section}.{m}' for m in missing)}")
+    kwargs = {key: _coerce(value, hints[key], f"{section}.{key}") for key, value in table.items()}
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, hint: Any, name: str) -> Any:
+    """``value`` as type ``hint``, or a ValueError naming the field, the type and the value."""
+    origin = typing.get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        options = typing.get_args(hint)
+        if type(None) in options and (value is None or _is_none_word(value)):
+            return None
+        for option in (o for o in options if o is not type(None)):
+            with contextlib.suppress(ValueError):
+                return _coerce(value, option, name)
+        raise ValueError(f"{name}: expected {_type_name(hint)}, got {value!r}")
+    if origin is Literal:
+        choices = typing.get_args(hint)
+        if any(value == c and type(value) is type(c) for c in choices):
+            return value
+        raise ValueError(
+            f"{name}: expected one of {', '.join(repr(c) for c in choices)}, got {value!r}"
+        )
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    elif hint is Path:
+        if isinstance(value, str | Path):
+            return Path(value)
+    else:  # pragma: no cover - a field type this module does not know
+        raise TypeError(f"{name}: unsupported field type {hint!r}")
+    raise ValueError(f"{name}: expected {_type_name(hint)}, got {value!r}")
+
+
+def _is_none_word(value: Any) -> bool:
+    return isinstance(value, str) and value.lower() == "none"
+
+
+def _type_name(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        return " or ".join(
+            "none" if option is type(None) else _type_name(option)
+            for option in typing.get_args(hint)
+        )
+    if origin is Literal:
+        return "one of " + ", ".join(repr(c) for c in typing.get_args(hint))
+    if hint is Path:
+        return "path (str)"
+    return getattr(hint, "__name__", str(hint))
+
+
+__all__ = [
+    "SECTIONS",
+    "Config",
+    "DataConfig",
+    "DeviceName",
+    "ModelConfig",
+    "Schedule",
+    "TrainConfig",
+    "apply_override",
+    "config_from_dict",
+    "config_to_dict",
+    "config_to_toml",
+    "load_config",
+    "parse_value",
+]

@@ -1,0 +1,213 @@
+"""From a config to a trained checkpoint and back: the glue the CLI stands on.
+
+``prepare`` loads the dataset a config names (a recipe or a user file), builds the
+vocabularies from the training split, and returns everything the loop and the model
+need; ``run`` trains; ``Predictor`` reloads a checkpoint with its vocabularies to
+evaluate or tag new input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from selfattn.data import (
+    Batch,
+    CharVocabulary,
+    Collator,
+    DatasetSplits,
+    Example,
+    LabelVocabulary,
+    Vocabulary,
+    batches,
+    bpe_retokenize,
+    bpe_vocabulary,
+    load_dataset,
+    train_bpe,
+)
+from selfattn.data.formats import tokenize
+from selfattn.tasks import TaskModel, TaskSpec
+from selfattn.train.checkpoint import load_model
+from selfattn.train.config import Config
+from selfattn.train.loop import TrainResult, evaluate, train
+
+EVAL_BATCH_SIZE = 64
+
+
+@dataclass
+class Prepared:
+    """A dataset with its vocabularies, collator and the model's task spec."""
+
+    splits: DatasetSplits
+    vocab: Vocabulary | None
+    chars: CharVocabulary | None
+    labels: LabelVocabulary
+    collator: Collator
+    spec: TaskSpec
+    bpe: Tokenizer | None = None
+
+    def vocabs(self) -> dict[str, Any]:
+        """The vocabularies as JSON-ready dicts, for the checkpoint."""
+        return {
+            "task": self.splits.task,
+            "input": self.splits.input,
+            "vocab": None if self.vocab is None else self.vocab.to_dict(),
+            "chars": None if self.chars is None else self.chars.to_dict(),
+            "labels": self.labels.to_dict(),
+            "bpe": None if self.bpe is None else self.bpe.to_str(),
+        }
+
+    def batches_of(self, examples: list[Example]) -> list[Batch]:
+        """``examples`` in file order, collated for evaluation."""
+        return [self.collator(group) for group in batches(examples, EVAL_BATCH_SIZE, shuffle=False)]
+
+
+def prepare(config: Config) -> Prepared:
+    """Load ``config.data.dataset`` and build vocabularies from its training split."""
+    data = config.data
+    splits = load_dataset(data.dataset, dev=data.dev, test=data.test)
+    if not splits.train:
+        raise ValueError(f"dataset {data.dataset!r} has no training examples")
+    text = splits.input == "text"
+    vocab = chars = None
+    bpe = None
+    if text and data.bpe_vocab_size is not None:
+        # Subwords for sequence tasks (token tasks keep words: their labels belong to words).
+        sentences = (" ".join(example.tokens or ()) for example in splits.train)
+        bpe = train_bpe(sentences, data.bpe_vocab_size, lowercase=data.lowercase)
+        splits.train, splits.dev, splits.test = (
+            bpe_retokenize(part, bpe) for part in (splits.train, splits.dev, splits.test)
+        )
+    if text:
+        train_tokens = [example.tokens or () for example in splits.train]
+        vocab = (
+            bpe_vocabulary(bpe)
+            if bpe is not None
+            else Vocabulary.build(train_tokens, min_freq=data.min_freq, lowercase=data.lowercase)
+        )
+        if config.model.char_features:
+            chars = CharVocabulary.build(train_tokens)
+    labels = LabelVocabulary.for_splits(splits)
+    longest = max(len(example) for example in splits.train + splits.dev + splits.test)
+    features = splits.train[0].features
+    spec = TaskSpec(
+        task=splits.task,
+        num_labels=len(labels),
+        vocab_size=len(vocab) if vocab is not None else None,
+        char_vocab_size=len(chars) if chars is not None else None,
+        feature_dim=None if features is None else int(features.shape[1]),
+        max_len=max(longest, data.max_len),
+    )
+    collator = Collator(vocab, chars, labels, splits.task, max_len=spec.max_len)
+    return Prepared(splits, vocab, chars, labels, collator, spec, bpe)
+
+
+def run(
+    config: Config, *, resume: bool = False, overwrite: bool = False, progress: bool = True
+) -> tuple[TrainResult, Prepared]:
+    """Train the model ``config`` describes on its dataset; checkpoints go to ``run_dir``."""
+    prepared = prepare(config)
+    seed, size = config.train.seed, config.data.batch_size
+    train_split = prepared.splits.train
+
+    def train_batches(epoch: int) -> list[Batch]:
+        groups = batches(train_split, size, shuffle=True, seed=seed * 1000 + epoch)
+        return [prepared.collator(group) for group in groups]
+
+    dev = prepared.batches_of(prepared.splits.dev) if prepared.splits.dev else None
+    result = train(
+        config,
+        prepared.spec,
+        train_batches,
+        (lambda: dev) if dev is not None else None,
+        vocabs=prepared.vocabs(),
+        resume=resume,
+        overwrite=overwrite,
+        progress=progress,
+    )
+    return result, prepared
+
+
+class Predictor:
+    """A trained checkpoint with its vocabularies: evaluate splits, label new input."""
+
+    def __init__(self, checkpoint_dir: str | Path) -> None:
+        directory = Path(checkpoint_dir)
+        if (directory / "best").is_dir():  # a run folder: use its best checkpoint
+            directory = directory / "best"
+        self.model: TaskModel
+        self.model, checkpoint = load_model(directory)
+        self.config = checkpoint.config
+        stored = checkpoint.vocabs
+        if "labels" not in stored:
+            raise ValueError(f"{directory}: the checkpoint stores no vocabularies")
+        self.task = stored["task"]
+        self.input = stored["input"]
+        self.vocab = Vocabulary.from_dict(stored["vocab"]) if stored.get("vocab") else None
+        self.chars = CharVocabulary.from_dict(stored["chars"]) if stored.get("chars") else None
+        self.labels = LabelVocabulary.from_dict(stored["labels"])
+        self.bpe = Tokenizer.from_str(stored["bpe"]) if stored.get("bpe") else None
+        assert checkpoint.spec is not None  # load_model refuses checkpoints without one
+        self.max_len = checkpoint.spec.max_len
+        self.collator = Collator(
+            self.vocab, self.chars, self.labels, self.task, max_len=self.max_len
+        )
+
+    def evaluate(self, split: str = "test") -> dict[str, float]:
+        """Metrics of the checkpoint on a split of the dataset it was trained on."""
+        if split not in ("train", "dev", "test"):
+            raise ValueError(f"unknown split {split!r}; choose train, dev or test")
+        data = self.config.data
+        splits = load_dataset(data.dataset, dev=data.dev, test=data.test)
+        examples = getattr(splits, split)
+        if self.bpe is not None:
+            examples = bpe_retokenize(examples, self.bpe)
+        if not examples:
+            raise ValueError(f"dataset {data.dataset!r} has no {split} split")
+        groups = batches(examples, EVAL_BATCH_SIZE, shuffle=False)
+        return evaluate(self.model, [self.collator(group) for group in groups])
+
+    def example(self, text: str, source: str = "<input>") -> Example:
+        """Tokenise ``text`` into an unlabelled text example."""
+        if self.input != "text":
+            raise ValueError("this model reads vectors, not text: give an .npz file instead")
+        tokens = tuple(tokenize(text))
+        if self.bpe is not None and tokens:
+            tokens = tuple(self.bpe.encode(list(tokens), is_pretokenized=True).tokens)
+        if not tokens:
+            raise ValueError(f"{source}: empty input")
+        dummy: tuple[str, ...] | str = (
+            tuple(self.labels.labels[0] for _ in tokens)
+            if self.task == "token"
+            else self.labels.labels[0]
+        )
+        return Example(tokens=tokens, features=None, label=dummy, source=source)
+
+    @torch.no_grad()
+    def probabilities(self, example: Example) -> Tensor:
+        """``(L, num_labels)`` for a token task, ``(num_labels,)`` for a sequence task."""
+        logits = self.model(self.collator([example]))
+        return torch.softmax(logits[0], dim=-1)
+
+    def predict(self, example: Example) -> list[tuple[str, float]] | list[tuple[str, str, float]]:
+        """Token task: ``(token, tag, p)`` per token; sequence task: ``(label, p)`` ranked."""
+        probs = self.probabilities(example)
+        if self.task == "token":
+            best = probs.max(dim=-1)
+            tokens = example.tokens or tuple(str(i) for i in range(len(example)))
+            return [
+                (token, self.labels.decode(int(i)), float(p))
+                for token, i, p in zip(tokens, best.indices, best.values, strict=True)
+            ]
+        ranked = probs.argsort(descending=True)
+        return [(self.labels.decode(int(i)), float(probs[i])) for i in ranked]
+
+    @torch.no_grad()
+    def attention_maps(self, example: Example) -> list[Tensor]:
+        """Per layer ``(H, L, L)`` weights for one example."""
+        return [maps[0] for maps in self.model.attention_maps(self.collator([example]))]

@@ -1,0 +1,107 @@
+"""train / resume / eval / predict / attention from the command line, on data the test makes."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from selfattn.cli.main import main
+
+WORDS = {"DT": ["the", "a"], "NN": ["saw", "dog", "cat"], "VBD": ["saw", "bit"], "PRP": ["I", "it"]}
+
+
+def _tagged_file(path: Path, sentences: int, seed: int) -> Path:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(sentences):
+        pattern = [("PRP",), ("VBD",), ("DT",), ("NN",)]
+        lines.append(" ".join(f"{rng.choice(WORDS[tag])}/{tag}" for (tag,) in pattern))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _config(
+    tmp_path: Path, run_dir: Path, *, epochs: int = 2, architecture: str = "transformer"
+) -> Path:
+    train = _tagged_file(tmp_path / "train.txt", 64, 0)
+    dev = _tagged_file(tmp_path / "dev.txt", 16, 1)
+    config = tmp_path / "tiny.toml"
+    config.write_text(
+        f"""run_dir = "{run_dir}"
+
+[data]
+dataset = "{train}"
+dev = "{dev}"
+test = "{dev}"
+batch_size = 16
+
+[model]
+architecture = "{architecture}"
+embed_dim = 32
+num_heads = 2
+num_layers = 2
+ffn_dim = 64
+dropout = 0.0
+positional = "sinusoidal"
+
+[train]
+epochs = {epochs}
+lr = 3e-3
+warmup_steps = 4
+seed = 0
+device = "cpu"
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_train_resume_eval_predict_attention(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    config = _config(tmp_path, run_dir)
+    assert main(["train", str(config), "--no-progress", "--set", "train.epochs=1"]) == 0
+    assert main(["train", str(config), "--no-progress", "--resume", "--set", "train.epochs=6"]) == 0
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3, 4, 5, 6]
+    capsys.readouterr()
+
+    assert main(["eval", str(run_dir), "--split", "test"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["split"] == "test" and metrics["accuracy"] > 0.9
+
+    assert main(["predict", str(run_dir), "I saw a saw"]) == 0
+    tagged = capsys.readouterr().out.split()
+    assert tagged[1] == "saw/VBD" and tagged[3] == "saw/NN"  # same word, two tags from context
+
+    sentences = tmp_path / "in.txt"
+    sentences.write_text("it bit the dog\n\nI saw the cat\n", encoding="utf-8")
+    assert main(["predict", str(run_dir), f"@{sentences}"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 2
+
+    image = tmp_path / "map.png"
+    assert main(["attention", str(run_dir), "I saw a saw", "-o", str(image)]) == 0
+    assert image.stat().st_size > 1000 and image.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_user_mistakes_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, tmp_path / "run")
+    assert main(["train", str(config), "--set", "model.no_such_field=3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no_such_field" in err
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("I/PRP saw/VBD\nthe dog\n", encoding="utf-8")
+    config.write_text(config.read_text().replace(str(tmp_path / "train.txt"), str(bad)))
+    assert main(["train", str(config), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "bad.txt:2" in err
+
+    assert main(["eval", str(tmp_path / "missing")]) == 2
+    assert "missing" in capsys.readouterr().err

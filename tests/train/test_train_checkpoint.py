@@ -1,0 +1,173 @@
+"""Checkpoints: round trip, atomicity under a crash mid-save, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from selfattn.tasks import ModelConfig, TaskModel, build_model
+from selfattn.train import (
+    Config,
+    DataConfig,
+    build_optimizer,
+    build_scheduler,
+    get_rng_state,
+    load_checkpoint,
+    load_model,
+    save_checkpoint,
+    set_rng_state,
+)
+
+CONFIG = Config(
+    DataConfig(dataset="synthetic"),
+    ModelConfig(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16),
+    run_dir=Path("unused"),
+)
+VOCABS = {"tokens": ["<pad>", "<unk>", "a", "b"], "labels": ["X", "Y"]}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP's
+    waiting makes them 10-100x slower; one thread keeps these tests fast anywhere."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _model() -> TaskModel:
+    return build_model(
+        CONFIG.model,
+        task="token",
+        vocab_size=4,
+        char_vocab_size=None,
+        feature_dim=None,
+        num_labels=2,
+        max_len=16,
+    )
+
+
+def _save(directory: Path, model: TaskModel, epoch: int) -> None:
+    optimizer = build_optimizer(model, CONFIG.train)
+    scheduler = build_scheduler(optimizer, CONFIG.train, total_steps=10)
+    state = {"epoch": epoch, "step": 3 * epoch, "best_score": 0.5}
+    save_checkpoint(directory, model, optimizer, scheduler, state, CONFIG, VOCABS)
+
+
+def _weights(model: TaskModel) -> dict[str, torch.Tensor]:
+    return {key: value.clone() for key, value in model.state_dict().items()}
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    model = _model()
+    _save(tmp_path / "ckpt", model, epoch=1)
+    checkpoint = load_checkpoint(tmp_path / "ckpt")
+    for key, value in model.state_dict().items():
+        assert torch.equal(checkpoint.model_state[key], value)
+    assert checkpoint.state == {"epoch": 1, "step": 3, "best_score": 0.5}
+    assert checkpoint.config == CONFIG
+    assert checkpoint.vocabs == VOCABS
+    assert checkpoint.spec == model.spec
+    assert checkpoint.optimizer_state is not None and checkpoint.scheduler_state is not None
+    rebuilt, _ = load_model(tmp_path / "ckpt")
+    for key, value in model.state_dict().items():
+        assert torch.equal(rebuilt.state_dict()[key], value)
+    assert not rebuilt.training
+
+
+def test_old_generations_and_temporaries_are_removed(tmp_path: Path) -> None:
+    model = _model()
+    for epoch in (1, 2, 3):
+        _save(tmp_path, model, epoch)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["manifest.json", "model-000003.safetensors", "training-000003.pt"]
+
+
+@pytest.mark.parametrize("victim", ["model-", "training-", "manifest.json"])
+def test_crash_mid_save_keeps_the_previous_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, victim: str
+) -> None:
+    model = _model()
+    _save(tmp_path, model, epoch=1)
+    before = _weights(model)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(1.0)
+
+    real_replace = os.replace
+
+    def crashing_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if Path(dst).name.startswith(victim):
+            raise OSError("simulated crash")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crashing_replace)
+    with pytest.raises(OSError, match="simulated crash"):
+        _save(tmp_path, model, epoch=2)
+    monkeypatch.undo()
+
+    checkpoint = load_checkpoint(tmp_path)
+    assert checkpoint.state["epoch"] == 1
+    for key, value in before.items():
+        assert torch.equal(checkpoint.model_state[key], value)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    _save(tmp_path, model, epoch=2)  # the next save works and cleans up the orphans
+    assert load_checkpoint(tmp_path).state["epoch"] == 2
+    assert len(list(tmp_path.glob("model-*"))) == 1
+
+
+def _edit_manifest(directory: Path, **changes: object) -> None:
+    path = directory / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest.update(changes)
+    path.write_text(json.dumps(manifest))
+
+
+def test_errors_are_one_line_and_name_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"no checkpoint here \(manifest.json is missing\)"):
+        load_checkpoint(tmp_path / "nothing")
+    model = _model()
+    _save(tmp_path, model, epoch=1)
+    _edit_manifest(tmp_path, format_version=99)
+    with pytest.raises(ValueError, match=r"checkpoint format version 99.*reads version 1") as info:
+        load_checkpoint(tmp_path)
+    assert "\n" not in str(info.value)
+
+    _save(tmp_path, model, epoch=1)
+    weights = next(tmp_path.glob("model-*.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="corrupt"):
+        load_checkpoint(tmp_path)
+    weights.unlink()
+    with pytest.raises(ValueError, match=r"checkpoint file model-\d+\.safetensors is missing"):
+        load_checkpoint(tmp_path)
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(ValueError, match="unreadable checkpoint manifest"):
+        load_checkpoint(tmp_path)
+
+
+def test_json_incompatible_vocabs_fail_before_writing(tmp_path: Path) -> None:
+    model = _model()
+    optimizer = build_optimizer(model, CONFIG.train)
+    with pytest.raises(TypeError):
+        save_checkpoint(tmp_path, model, optimizer, None, {}, CONFIG, {"v": object()})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_rng_state_round_trip() -> None:
+    state = get_rng_state()
+    first = (random.random(), float(np.random.rand()), torch.rand(3))
+    set_rng_state(state)
+    again = (random.random(), float(np.random.rand()), torch.rand(3))
+    assert first[:2] == again[:2]
+    assert torch.equal(first[2], again[2])

@@ -1,0 +1,141 @@
+"""Run configuration: TOML loading, overrides, round trips, and errors that name the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from selfattn.train import (
+    Config,
+    DataConfig,
+    ModelConfig,
+    TrainConfig,
+    config_from_dict,
+    config_to_dict,
+    config_to_toml,
+    load_config,
+)
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+EXAMPLE = """
+run_dir = "runs/example"
+
+[data]
+dataset = "pos-wsj"
+batch_size = 16
+
+[model]
+architecture = "bigru"
+embed_dim = 64
+positional = "none"
+char_features = true
+
+[train]
+epochs = 3
+lr = 1
+schedule = "cosine"
+patience = 2
+"""
+
+
+def _write(tmp_path: Path, text: str = EXAMPLE, name: str = "example.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_load_reads_values_and_keeps_defaults(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path))
+    assert config.data == DataConfig(dataset="pos-wsj", batch_size=16)
+    assert config.model == ModelConfig(
+        architecture="bigru", embed_dim=64, positional=None, char_features=True
+    )
+    assert config.train == TrainConfig(epochs=3, lr=1.0, schedule="cosine", patience=2)
+    assert isinstance(config.train.lr, float)
+    assert config.run_dir == Path("runs/example")
+
+
+def test_run_dir_defaults_to_the_file_name(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, '[data]\ndataset = "x"\n', name="mine.toml"))
+    assert config.run_dir == Path("runs/mine")
+
+
+def test_toml_and_json_round_trips(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path), ["data.bpe_vocab_size=500", "train.grad_clip=none"])
+    again = load_config(_write(tmp_path, config_to_toml(config), name="again.toml"))
+    assert again == config
+    assert config_from_dict(json.loads(json.dumps(config_to_dict(config)))) == config
+
+
+def test_overrides(tmp_path: Path) -> None:
+    config = load_config(
+        _write(tmp_path),
+        [
+            "model.embed_dim=32",
+            "model.positional=rotary",  # not a TOML literal: read as a string
+            "model.pooling='attention'",
+            "train.lr=3e-4",
+            "train.amp=true",
+            "train.patience=none",
+            "data.dev=dev.tsv",
+            "run_dir=elsewhere",
+        ],
+    )
+    assert config.model.embed_dim == 32
+    assert config.model.positional == "rotary"
+    assert config.model.pooling == "attention"
+    assert config.train.lr == 3e-4
+    assert config.train.amp is True
+    assert config.train.patience is None
+    assert config.data.dev == "dev.tsv"
+    assert config.run_dir == Path("elsewhere")
+
+
+def test_unknown_key_lists_the_valid_ones(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"model\.embed_dims.*valid keys.*embed_dim.*num_heads"):
+        load_config(_write(tmp_path), ["model.embed_dims=3"])
+    with pytest.raises(ValueError, match=r"unknown config section.*optim.*\[data\], \[model\]"):
+        load_config(_write(tmp_path, EXAMPLE + "\n[optim]\nlr = 1\n"))
+    with pytest.raises(ValueError, match="valid sections: data, model, train"):
+        load_config(_write(tmp_path), ["optim.lr=1"])
+    with pytest.raises(ValueError, match=r"section\.field=value"):
+        load_config(_write(tmp_path), ["model.embed_dim"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.embed_dim=abc", r"model\.embed_dim: expected int, got 'abc'"),
+        ("model.embed_dim=1.5", r"model\.embed_dim: expected int, got 1\.5"),
+        ("train.amp=1", r"train\.amp: expected bool, got 1"),
+        ("train.lr=fast", r"train\.lr: expected float, got 'fast'"),
+        ("data.bpe_vocab_size=big", r"data\.bpe_vocab_size: expected int or none, got 'big'"),
+        ("train.schedule=exponential", r"train\.schedule: expected one of 'linear', 'cosine'"),
+        ("model.architecture=lstm", r"model\.architecture: expected one of 'transformer'"),
+        ("model.positional=nope", r"model\.positional: unknown encoding 'nope'"),
+        ("model.architecture=transformer;model.num_heads=3", r"divisible by model\.num_heads"),
+        ("train.epochs=0", r"train\.epochs must be >= 1"),
+    ],
+)
+def test_bad_values_name_the_field(tmp_path: Path, override: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_config(_write(tmp_path), override.split(";"))
+
+
+def test_missing_dataset_and_bad_toml(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"data\.dataset"):
+        load_config(_write(tmp_path, "[model]\nembed_dim = 8\n"))
+    with pytest.raises(ValueError, match=r"missing required key\(s\): data\.dataset"):
+        load_config(_write(tmp_path, "[data]\nbatch_size = 8\n"))
+    with pytest.raises(ValueError, match="invalid TOML"):
+        load_config(_write(tmp_path, "[data\n"))
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.name)
+def test_shipped_configs_load(path: Path) -> None:
+    config = load_config(path)
+    assert isinstance(config, Config)
+    assert config.run_dir == Path("runs") / path.stem

@@ -1,0 +1,252 @@
+"""The training loop on synthetic batches: learning, metrics, determinism, resuming, stopping."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from selfattn.data.types import Batch
+from selfattn.tasks import ModelConfig, TaskSpec
+from selfattn.train import (
+    METRICS_FILE,
+    TIMING_KEYS,
+    Config,
+    DataConfig,
+    TrainConfig,
+    TrainResult,
+    WarmupDecay,
+    evaluate,
+    load_model,
+    train,
+)
+
+VOCAB, LABELS, BATCH, NUM_BATCHES = 24, 3, 8, 6
+SPEC = TaskSpec(task="token", num_labels=LABELS, vocab_size=VOCAB, max_len=16)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP's
+    waiting makes them 10-100x slower; one thread keeps these tests fast anywhere."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _config(run_dir: Path, **train_options: Any) -> Config:
+    options: dict[str, Any] = {
+        "epochs": 3,
+        "lr": 1e-2,
+        "warmup_steps": 4,
+        "device": "cpu",
+        "label_smoothing": 0.05,
+        **train_options,
+    }
+    return Config(
+        DataConfig(dataset="synthetic", batch_size=BATCH),
+        # Dropout on, so that resuming must restore the RNG to match.
+        ModelConfig(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=32, dropout=0.1),
+        TrainConfig(**options),
+        run_dir=run_dir,
+    )
+
+
+def _token_batch(generator: torch.Generator) -> Batch:
+    """Random tokens labelled ``id % 3`` (learnable from each token alone), right-padded."""
+    lengths = torch.randint(3, 10, (BATCH,), generator=generator)
+    length = int(lengths.max())
+    mask = torch.arange(length)[None, :] >= lengths[:, None]
+    token_ids = torch.randint(1, VOCAB, (BATCH, length), generator=generator).masked_fill(mask, 0)
+    labels = (token_ids % LABELS).masked_fill(mask, -100)
+    return Batch(token_ids, None, None, mask, labels)
+
+
+TRAIN = [_token_batch(torch.Generator().manual_seed(i)) for i in range(NUM_BATCHES)]
+DEV = [_token_batch(torch.Generator().manual_seed(100 + i)) for i in range(2)]
+
+
+def _train_batches(epoch: int) -> list[Batch]:
+    # The global generator, as a data pipeline might use it: resuming must restore it.
+    return [TRAIN[i] for i in torch.randperm(len(TRAIN)).tolist()]
+
+
+def _dev_batches() -> list[Batch]:
+    return DEV
+
+
+def _run(config: Config, **options: Any) -> TrainResult:
+    return train(
+        config,
+        SPEC,
+        options.pop("train_batches", _train_batches),
+        options.pop("dev_batches", _dev_batches),
+        vocabs={"tokens": [str(i) for i in range(VOCAB)]},
+        progress=False,
+        **options,
+    )
+
+
+def _without_timing(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in line.items() if k not in TIMING_KEYS} for line in lines]
+
+
+def _metrics(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / METRICS_FILE).read_text().splitlines()]
+
+
+def _assert_same_weights(a: nn.Module, b: nn.Module) -> None:
+    state_a, state_b = a.state_dict(), b.state_dict()
+    assert state_a.keys() == state_b.keys()
+    for key in state_a:
+        assert torch.equal(state_a[key], state_b[key]), key
+
+
+def test_loss_decreases_and_metrics_have_one_line_per_epoch(tmp_path: Path) -> None:
+    result = _run(_config(tmp_path / "run", epochs=4))
+    lines = _metrics(tmp_path / "run")
+    assert [line["epoch"] for line in lines] == [1, 2, 3, 4]
+    assert lines == result.history
+    assert lines[-1]["step"] == 4 * NUM_BATCHES
+    assert lines[-1]["train_loss"] < 0.7 * lines[0]["train_loss"]
+    expected = {"train_loss", "lr", "dev_loss", "dev_accuracy", "dev_count"} | set(TIMING_KEYS)
+    assert expected <= set(lines[0])
+    assert lines[-1]["dev_accuracy"] > 0.9
+    assert result.best is not None and not result.stopped_early
+    # best/ holds the best epoch's model: evaluating it reproduces its dev accuracy.
+    best, checkpoint = load_model(tmp_path / "run" / "best")
+    assert checkpoint.state["epoch"] == result.best["epoch"]
+    assert evaluate(best, DEV)["accuracy"] == result.best["dev_accuracy"]
+    assert (tmp_path / "run" / "config.toml").is_file()
+
+
+def test_same_seed_same_run(tmp_path: Path) -> None:
+    first = _run(_config(tmp_path / "a", epochs=2))
+    second = _run(_config(tmp_path / "b", epochs=2))
+    assert _without_timing(first.history) == _without_timing(second.history)
+    _assert_same_weights(first.model, second.model)
+    third = _run(_config(tmp_path / "c", epochs=2, seed=1))
+    assert _without_timing(third.history) != _without_timing(first.history)
+
+
+def test_killed_and_resumed_equals_uninterrupted(tmp_path: Path) -> None:
+    uninterrupted = _run(_config(tmp_path / "full"))
+
+    def killed_in_epoch_two(epoch: int) -> Iterator[Batch]:
+        for i, batch in enumerate(_train_batches(epoch)):
+            if epoch == 2 and i == 2:
+                raise KeyboardInterrupt  # the process dies mid-epoch
+            yield batch
+
+    config = _config(tmp_path / "resumed")
+    with pytest.raises(KeyboardInterrupt):
+        _run(config, train_batches=killed_in_epoch_two)
+    assert [line["epoch"] for line in _metrics(config.run_dir)] == [1, 2]
+    resumed = _run(config, resume=True)
+
+    _assert_same_weights(uninterrupted.model, resumed.model)
+    assert _without_timing(resumed.history) == _without_timing(uninterrupted.history)
+    assert _without_timing(_metrics(config.run_dir)) == _without_timing(uninterrupted.history)
+
+
+def test_resume_drops_metrics_of_lost_epochs(tmp_path: Path) -> None:
+    config = _config(tmp_path / "run", epochs=2)
+    _run(config)
+    # A crash after epoch 3's metrics line was written but before its checkpoint was.
+    with open(config.run_dir / METRICS_FILE, "a") as f:
+        f.write(json.dumps({"epoch": 3, "train_loss": 0.0}) + "\n" + '{"epoch": 4, "tr')
+    longer = replace(config, train=replace(config.train, epochs=3))
+    with pytest.warns(UserWarning, match=r"changed settings train\.epochs"):
+        result = _run(longer, resume=True)
+    assert [line["epoch"] for line in _metrics(config.run_dir)] == [1, 2, 3]
+    assert result.history[-1]["train_loss"] > 0.0
+
+
+def test_early_stopping(tmp_path: Path) -> None:
+    # A learning rate too small to change any prediction: dev accuracy never improves.
+    config = _config(tmp_path / "run", epochs=10, lr=1e-9, warmup_steps=0, patience=2)
+    result = _run(config)
+    assert result.stopped_early
+    assert [line["epoch"] for line in result.history] == [1, 2, 3]
+    assert result.best is not None and result.best["epoch"] == 1
+    again = _run(config, resume=True)  # a finished run stays finished
+    assert again.stopped_early and len(again.history) == 3
+
+
+def test_run_dir_is_not_silently_overwritten(tmp_path: Path) -> None:
+    config = _config(tmp_path / "run", epochs=1)
+    _run(config)
+    with pytest.raises(ValueError, match="already holds a run"):
+        _run(config)
+    _run(config, overwrite=True)
+    assert len(_metrics(config.run_dir)) == 1
+    with pytest.raises(ValueError, match="no checkpoint here"):
+        _run(_config(tmp_path / "empty"), resume=True)
+    other = replace(config, model=replace(config.model, embed_dim=32))
+    with pytest.raises(ValueError, match="different model"):
+        _run(other, resume=True)
+
+
+def test_amp_on_cpu_warns_and_trains_in_float32(tmp_path: Path) -> None:
+    with pytest.warns(UserWarning, match="amp is only used on CUDA"):
+        result = _run(_config(tmp_path / "run", epochs=1, amp=True))
+    assert all(p.dtype == torch.float32 for p in result.model.parameters())
+
+
+def test_sequence_task_with_feature_vectors(tmp_path: Path) -> None:
+    """One label per set of 5-dim vectors: the class is which feature is largest on average."""
+    generator = torch.Generator().manual_seed(0)
+    batches = []
+    for _ in range(4):
+        labels = torch.randint(3, (BATCH,), generator=generator)
+        features = torch.randn(BATCH, 7, 5, generator=generator)
+        features[torch.arange(BATCH), :, labels] += 2.0
+        mask = torch.zeros(BATCH, 7, dtype=torch.bool)
+        mask[: BATCH // 2, 5:] = True
+        batches.append(Batch(None, None, features, mask, labels))
+    config = replace(_config(tmp_path / "run", epochs=6), model=replace(_config(tmp_path).model))
+    spec = TaskSpec(task="sequence", num_labels=3, feature_dim=5, max_len=16)
+    result = train(config, spec, lambda epoch: batches, lambda: batches, progress=False)
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+    assert result.history[-1]["dev_accuracy"] > 0.8
+    assert result.history[-1]["dev_count"] == 4 * BATCH
+
+
+class _FixedLogits(nn.Module):
+    def __init__(self, logits: Tensor) -> None:
+        super().__init__()
+        self.logits = nn.Parameter(logits)
+
+    def forward(self, batch: Batch) -> Tensor:
+        return self.logits
+
+
+def test_evaluate_counts_only_real_positions() -> None:
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]]])  # predicts 0, 1, 0
+    labels = torch.tensor([[0, 0, -100]])
+    mask = torch.tensor([[False, False, True]])
+    batch = Batch(torch.zeros(1, 3, dtype=torch.long), None, None, mask, labels)
+    metrics = evaluate(_FixedLogits(logits), [batch])
+    assert metrics["accuracy"] == 0.5 and metrics["count"] == 2
+    log_probs = torch.log_softmax(logits[0, :2], dim=-1)
+    expected = -0.5 * (log_probs[0, 0] + log_probs[1, 0])
+    assert math.isclose(metrics["loss"], float(expected), rel_tol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "middle", "end"), [("linear", 0.5, 0.0), ("cosine", 0.5, 0.0), ("constant", 1, 1)]
+)
+def test_warmup_then_decay(schedule: Any, middle: float, end: float) -> None:
+    factor = WarmupDecay(warmup_steps=9, total_steps=109, schedule=schedule)
+    assert factor(0) == pytest.approx(0.1) and factor(8) == pytest.approx(0.9)
+    assert factor(9) == pytest.approx(1.0)
+    assert factor(59) == pytest.approx(middle)
+    assert factor(109) == pytest.approx(end)
