@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 TORCH  := torch==2.13.0
 STAMP  := $(VENV)/.selfattn-installed
 
-.PHONY: setup demo test lint typecheck unit bench clean
+.PHONY: setup demo toy test lint typecheck unit bench clean
 
 setup: $(STAMP)
 
@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 demo: setup
+	$(VENV)/bin/selfattn demo
+
+toy: setup
 	$(VENV)/bin/selfattn toy
 
 lint: setup

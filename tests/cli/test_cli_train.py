@@ -105,3 +105,15 @@ def test_user_mistakes_are_one_line_errors(
 
     assert main(["eval", str(tmp_path / "missing")]) == 2
     assert "missing" in capsys.readouterr().err
+
+
+def test_demo_compares_with_baselines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path, tmp_path / "unused", epochs=6)
+    image = tmp_path / "demo.png"
+    argv = ["demo", "--config", str(config), "--runs", str(tmp_path / "runs"), "-o", str(image)]
+    assert main([*argv, "--baselines", "fc", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    for name in ("self-attention", "fc", "most-frequent-tag"):
+        assert name in out
+    assert "I/PRP saw/VBD a/DT saw/NN" in out
+    assert image.read_bytes()[:4] == b"\x89PNG"

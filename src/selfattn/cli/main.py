@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from selfattn import __version__
-from selfattn.cli import data_cmd, model_cmds, toy
+from selfattn.cli import data_cmd, demo, model_cmds, toy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +23,12 @@ def build_parser() -> argparse.ArgumentParser:
     toy.add_arguments(toy_parser)
     toy_parser.set_defaults(run=toy.run)
     subcommands = (
+        (
+            "demo",
+            "the main job: POS tagging on WSJ vs baselines",
+            demo.add_arguments,
+            demo.run_demo,
+        ),
         ("data", "list or fetch the dataset recipes", data_cmd.add_arguments, data_cmd.run),
         (
             "train",
