@@ -107,6 +107,16 @@ def test_user_mistakes_are_one_line_errors(
     assert "missing" in capsys.readouterr().err
 
 
+def test_dev_label_never_seen_in_training_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, tmp_path / "run")
+    (tmp_path / "dev.txt").write_text("I/PRP saw/VBD a/DT saw/XX\n", encoding="utf-8")
+    assert main(["train", str(config), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "dev.txt:1" in err and "'XX'" in err
+
+
 def test_demo_compares_with_baselines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _config(tmp_path, tmp_path / "unused", epochs=6)
     image = tmp_path / "demo.png"

@@ -17,6 +17,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from selfattn.data import (
+    RECIPES,
     Batch,
     CharVocabulary,
     Collator,
@@ -92,7 +93,14 @@ def prepare(config: Config) -> Prepared:
         )
         if config.model.char_features:
             chars = CharVocabulary.build(train_tokens)
-    labels = LabelVocabulary.for_splits(splits)
+    # A recipe's label set is part of its definition (pos-wsj's SYM and LS occur only in
+    # dev/test); a user's labels come from their training file, and a dev/test label never
+    # seen in training is a one-line error naming its file and line.
+    labels = (
+        LabelVocabulary.for_splits(splits)
+        if data.dataset in RECIPES
+        else LabelVocabulary.build(splits.train)
+    )
     longest = max(len(example) for example in splits.train + splits.dev + splits.test)
     features = splits.train[0].features
     spec = TaskSpec(
