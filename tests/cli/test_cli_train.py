@@ -127,3 +127,23 @@ def test_demo_compares_with_baselines(tmp_path: Path, capsys: pytest.CaptureFixt
         assert name in out
     assert "I/PRP saw/VBD a/DT saw/NN" in out
     assert image.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_too_long_input_and_incompatible_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    config = _config(tmp_path, run_dir, epochs=1)
+    assert main(["train", str(config), "--no-progress", "--set", "data.max_len=8"]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(run_dir), " ".join(["saw"] * 9)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "9" in err and "8" in err
+
+    manifest = run_dir / "best" / "manifest.json"
+    stored = json.loads(manifest.read_text())
+    stored["format_version"] = 999
+    manifest.write_text(json.dumps(stored))
+    assert main(["eval", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "999" in err
