@@ -12,6 +12,8 @@ Padding is assumed to trail the real positions (the collator right-pads).
 
 from __future__ import annotations
 
+import abc
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -21,19 +23,20 @@ from selfattn.models.encoder import Encoder
 from selfattn.tasks.config import ModelConfig
 
 
-class SequenceEncoder(nn.Module):
+class SequenceEncoder(nn.Module, abc.ABC):
     """The shared interface: ``forward(x (B, L, E), key_padding_mask (B, L)) → (B, L, E')``."""
 
     #: E', the size of each output vector.
     output_dim: int
 
     @classmethod
+    @abc.abstractmethod
     def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
         """The encoder described by ``config`` (``max_len``: longest sequence expected)."""
-        raise NotImplementedError
 
-    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
+        """``(B, L, E)`` vectors and ``(B, L)`` padding mask → ``(B, L, output_dim)``."""
 
 
 def _zero_padding(x: Tensor, key_padding_mask: Tensor) -> Tensor:
