@@ -39,6 +39,10 @@ class ModelConfig:
         char_features: text input also gets a character-level encoder per token, so
             words unseen in training still get informative vectors.
         char_dim: size of the character-level vector of a token.
+        word_dropout: text input only: in training, each real word is replaced by the
+            unknown word with this probability (its characters are kept), so the model
+            learns to tag words it has never seen from their spelling and context.
+            In [0, 1); ``0`` turns it off.
         norm_first: pre-LN transformer blocks (they train stably with little warm-up).
     """
 
@@ -53,6 +57,7 @@ class ModelConfig:
     window_k: int = 5
     char_features: bool = False
     char_dim: int = 48
+    word_dropout: float = 0.0
     norm_first: bool = True
 
     def __post_init__(self) -> None:
@@ -63,6 +68,8 @@ class ModelConfig:
             raise ValueError(f"model.window_k must be >= 0, got {self.window_k}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if not 0.0 <= self.word_dropout < 1.0:
+            raise ValueError(f"model.word_dropout must be in [0, 1), got {self.word_dropout}")
         if self.positional is not None and self.positional not in POSITIONAL:
             raise ValueError(
                 f"model.positional: unknown encoding {self.positional!r}; choose one of "

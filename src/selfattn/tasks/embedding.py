@@ -4,6 +4,10 @@ Lecture 000 (§"Vector set as input"): a word becomes a vector by an embedding, 
 frame or any other measurement already is one. Text input may add a character-level
 vector per word (max-pooled convolution over its characters, as in Ma & Hovy 2016), so a
 word never seen in training is still described by its spelling ("-ing", capitals, digits).
+
+Word dropout (``word_dropout``, training only) replaces real words by the unknown word at
+random, so the model also learns to tag words it knows from their spelling and context
+alone — which is all it has for words never seen in training.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch
+from selfattn.data.vocab import PAD_ID, UNK_ID
 
 
 class CharEncoder(nn.Module):
@@ -73,6 +78,9 @@ class InputEmbedding(nn.Module):
             :class:`CharEncoder` vector is concatenated to the word embedding and the
             pair projected back to E.
         char_dim: size of the character-level vector.
+        word_dropout: probability, in training mode only, that a real (non-padding) word
+            id is replaced by the unknown-word id ``UNK_ID`` before embedding; character
+            ids are left as they are. ``0``: off.
     """
 
     def __init__(
@@ -83,13 +91,17 @@ class InputEmbedding(nn.Module):
         feature_dim: int | None = None,
         char_vocab_size: int | None = None,
         char_dim: int = 48,
+        word_dropout: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0.0 <= word_dropout < 1.0:
+            raise ValueError(f"word_dropout must be in [0, 1), got {word_dropout}")
         if (vocab_size is None) == (feature_dim is None):
             raise ValueError("InputEmbedding needs exactly one of vocab_size and feature_dim")
         if char_vocab_size is not None and vocab_size is None:
             raise ValueError("character features need text input (vocab_size)")
         self.embed_dim = embed_dim
+        self.word_dropout = word_dropout
         self.words = nn.Embedding(vocab_size, embed_dim) if vocab_size is not None else None
         self.features = nn.Linear(feature_dim, embed_dim) if feature_dim is not None else None
         self.chars: CharEncoder | None = None
@@ -107,9 +119,21 @@ class InputEmbedding(nn.Module):
         assert self.words is not None
         if batch.token_ids is None:
             raise ValueError("this model reads token ids, but the batch has none")
-        x = self.words(batch.token_ids)  # (B, L, E)
+        x = self.words(self.drop_words(batch.token_ids))  # (B, L, E)
         if self.chars is not None and self.merge is not None:
             if batch.char_ids is None:
                 raise ValueError("this model reads character ids, but the batch has none")
             x = self.merge(torch.cat([x, self.chars(batch.char_ids)], dim=-1))
         return x
+
+    def drop_words(self, token_ids: Tensor) -> Tensor:
+        """``token_ids`` with word dropout applied (a no-op in eval mode or when off).
+
+        Each id other than ``PAD_ID`` becomes ``UNK_ID`` with probability
+        ``word_dropout``. No random numbers are drawn when it is off, so runs without
+        word dropout keep their random streams.
+        """
+        if not self.training or self.word_dropout == 0.0:
+            return token_ids
+        drop = torch.rand(token_ids.shape, device=token_ids.device) < self.word_dropout
+        return token_ids.masked_fill(drop & (token_ids != PAD_ID), UNK_ID)

@@ -132,6 +132,7 @@ def build_model(
         feature_dim=feature_dim,
         char_vocab_size=spec.char_vocab_size,
         char_dim=config.char_dim,
+        word_dropout=config.word_dropout,
     )
     encoder = build_encoder(config, max_len=max_len)
     head: TokenClassifier | SequenceClassifier
