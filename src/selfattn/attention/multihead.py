@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from selfattn.attention.cache import KVCache
 from selfattn.attention.functional import attention
 from selfattn.attention.normalizers import NormalizerFn
 from selfattn.attention.scores import AdditiveScore, ScoreFn, default_scale
@@ -99,6 +100,7 @@ class MultiHeadAttention(nn.Module):
         window: int | None = None,
         need_weights: bool = False,
         average_weights: bool = True,
+        cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
 
@@ -114,6 +116,10 @@ class MultiHeadAttention(nn.Module):
             need_weights: also return attention weights.
             average_weights: average the weights over heads ``(B, T, S)`` rather than
                 per head ``(B, H, T, S)``.
+            cache: incremental decoding. A growing :class:`KVCache` receives the keys and
+                values of ``query``'s positions and attention covers every cached position
+                (the queries being the last ones; masks then refer to all S keys). A
+                static cache projects ``key``/``value`` once and reuses them afterwards.
 
         Returns:
             ``(output (B, T, E), weights or None)``.
@@ -124,21 +130,34 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"query has {query.shape[-1]} features but embed_dim is {self.embed_dim}"
             )
-        key = query if key is None else key
-        value = key if value is None else value
         q = self._split_heads(self.q_proj(query), self.num_heads)  # (B, H, T, D)
-        k = self._split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hk, S, D)
-        v = self._split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hk, S, D)
+        reuse = cache is not None and cache.static and cache.key is not None
+        if reuse:
+            assert cache is not None and cache.key is not None and cache.value is not None
+            k, v = cache.key, cache.value  # (B, Hk, S, D), projected on the first step
+        else:
+            key = query if key is None else key
+            value = key if value is None else value
+            k = self._split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hk, S, D)
+            v = self._split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hk, S, D)
 
         relative = self.positional
         wants_weights = need_weights or (relative is not None and relative.needs_weights)
+        past = cache.length if cache is not None and not cache.static else 0
         if relative is not None:
-            q_pos = torch.arange(k.shape[2] - q.shape[2], k.shape[2], device=q.device)
-            k_pos = torch.arange(k.shape[2], device=q.device)
-            q, k = relative.rotate(q, k, q_pos, k_pos)
+            # The new keys sit at positions past … past + S_new - 1; queries are the last T.
+            end = past + k.shape[2]
+            q_pos = torch.arange(end - q.shape[2], end, device=q.device)
+            q, k = relative.rotate(q, k, q_pos, torch.arange(past, end, device=q.device))
+            k_pos = torch.arange(end, device=q.device)
+        if cache is not None and not reuse:
+            k, v = cache.append(k, v)
+        if relative is not None:
             scale = default_scale(self.score, self.head_dim)
             mask = _add_bias(mask, relative.score_bias(q, q_pos, k_pos, scale), q.dtype)
 
+        # One query bottom-right aligned sees every key: the causal mask is a no-op then.
+        causal = causal and q.shape[2] > 1
         out, weights = attention(
             q,
             k,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from selfattn.attention.cache import KVCache
 from selfattn.attention.multihead import MultiHeadAttention
 from selfattn.attention.normalizers import NormalizerFn
 from selfattn.attention.scores import ScoreFn
@@ -103,6 +104,7 @@ class DecoderBlock(nn.Module):
         memory_mask: Tensor | None = None,
         causal: bool = True,
         need_weights: bool = False,
+        cache: tuple[KVCache, KVCache] | None = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
         """Args:
             x: ``(B, T, E)`` decoder input.
@@ -114,6 +116,10 @@ class DecoderBlock(nn.Module):
             memory_mask: the same for cross-attention, broadcastable to ``(B, H, T, S)``.
             causal: mask the future in self-attention (the decoder's default).
             need_weights: also return both attentions' weights.
+            cache: ``(self_cache, cross_cache)`` for incremental decoding: ``x`` holds only
+                the new positions, earlier ones are read from ``self_cache`` (and a
+                ``self_key_padding_mask`` / ``self_mask`` then covers all of them); the
+                memory's keys and values are projected once into ``cross_cache``.
 
         Returns:
             ``(x (B, T, E), (self_weights (B, H, T, T), cross_weights (B, H, T, S)))``, the
@@ -126,6 +132,7 @@ class DecoderBlock(nn.Module):
             causal=causal,
             need_weights=need_weights,
             average_weights=False,
+            cache=None if cache is None else cache[0],
         )
         x = add_and_norm(x, self.dropout1(attended), self.norm1, self.norm_first)
         attended, cross_weights = self.cross_attn(
@@ -135,6 +142,7 @@ class DecoderBlock(nn.Module):
             mask=memory_mask,
             need_weights=need_weights,
             average_weights=False,
+            cache=None if cache is None else cache[1],
         )
         x = add_and_norm(x, self.dropout2(attended), self.norm2, self.norm_first)
         transformed = self.feedforward(sublayer_input(x, self.norm3, self.norm_first))

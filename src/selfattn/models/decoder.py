@@ -13,6 +13,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from selfattn.attention.cache import DecoderCache
 from selfattn.attention.normalizers import NormalizerFn
 from selfattn.attention.scores import ScoreFn
 from selfattn.blocks.decoder_block import DecoderBlock
@@ -150,6 +151,7 @@ class Decoder(nn.Module):
         memory_mask: Tensor | None = None,
         causal: bool = True,
         need_weights: bool = False,
+        cache: DecoderCache | None = None,
     ) -> DecoderOutput:
         """Args:
             x: ``(B, T, E)`` decoder input (already embedded).
@@ -162,18 +164,24 @@ class Decoder(nn.Module):
             memory_mask: extra cross-attention mask, broadcastable to ``(B, H, T, S)``.
             causal: mask the future in self-attention.
             need_weights: also return every block's attention weights.
+            cache: incremental decoding: ``x`` holds only the positions after the
+                ``cache.offset`` already decoded; keys and values of earlier positions
+                come from the cache, which is extended (start with an empty
+                :class:`~selfattn.attention.cache.DecoderCache`). The output equals the
+                last positions of a full recomputation over the whole prefix.
 
         Returns:
             A :class:`DecoderOutput`.
         """
         memories = self._per_layer(memory)
+        offset = 0 if cache is None else cache.offset
         if self.absolute is not None:
-            x = self.absolute(x)
+            x = self.absolute(x, offset)
         x = self.embed_dropout(x)
         hidden_states = [x]
         self_attentions: list[Tensor] = []
         cross_attentions: list[Tensor] = []
-        for layer, layer_memory in zip(self.layers, memories, strict=True):
+        for index, (layer, layer_memory) in enumerate(zip(self.layers, memories, strict=True)):
             x, weights = layer(
                 x,
                 layer_memory,
@@ -183,6 +191,7 @@ class Decoder(nn.Module):
                 memory_mask=memory_mask,
                 causal=causal,
                 need_weights=need_weights,
+                cache=None if cache is None else cache.layer(index),
             )
             hidden_states.append(x)
             if weights is not None:
@@ -191,6 +200,8 @@ class Decoder(nn.Module):
         if self.norm is not None:
             x = self.norm(x)
             hidden_states[-1] = x
+        if cache is not None:
+            cache.offset += x.shape[1]
         if not need_weights:
             return DecoderOutput(x, hidden_states)
         return DecoderOutput(x, hidden_states, self_attentions, cross_attentions)

@@ -1,0 +1,426 @@
+"""The encoder–decoder Transformer: the third output type, where the model decides how many
+labels to emit (lecture 000 §"What is the output?", lecture 001 §3–5, Vaswani et al. 2017).
+
+The encoder reads the source vector set once; the decoder emits the target one token at a
+time from BOS until it emits EOS, each step attending to its own earlier outputs (masked
+self-attention) and to the encoder's output (cross-attention). Three output layers share
+that machinery:
+
+* ``"vocab"`` — a distribution over the target vocabulary (translation). Its projection can
+  be tied to the target embedding (Press & Wolf 2017).
+* ``"pointer"`` — a distribution over the *source positions* plus EOS: the pointer network
+  (Vinyals et al. 2015, lecture 003 §Pointer Network), e.g. for the convex hull, whose
+  output "vocabulary" is the input itself. The decoder's input for a pointed position is
+  that position's source vector.
+* ``"copy"`` — the pointer-generator (See et al. 2017, lecture 001 §Copy Mechanism):
+  p_gen · P_vocab + (1 − p_gen) · attention over the source tokens, on a vocabulary
+  extended by the source's out-of-vocabulary words, so a word never seen in training can
+  be copied from the input.
+
+Every output is returned as log-probabilities, so decoding (greedy, beam, sampling) and
+the loss treat the three alike. A length predictor on the encoder output (Gu et al. 2018)
+serves non-autoregressive decoding, where every position is produced in one pass from BOS
+inputs.
+
+Ids: ``PAD_ID = 0``, ``UNK_ID = 1``, ``BOS_ID = 2``, ``EOS_ID = 3`` in every output space.
+In pointer mode id ``NUM_SPECIALS + j`` means source position j.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from selfattn.attention.cache import DecoderCache
+from selfattn.models.decoder import Decoder
+from selfattn.models.encoder import Encoder
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+NUM_SPECIALS = 4
+OutputKind = Literal["vocab", "pointer", "copy"]
+CrossLayers = Literal["last", "matching"]
+OUTPUTS: tuple[OutputKind, ...] = ("vocab", "pointer", "copy")
+_TINY = 1e-12  # floor of mixed probabilities before the log
+
+
+@dataclass
+class EncodedSource:
+    """The encoder's view of a batch of sources, reused by every decoding step.
+
+    Attributes:
+        memory: ``(B, S, E)`` the encoder's last layer.
+        padding: ``(B, S)`` boolean, True at padding.
+        memories: one ``(B, S, E)`` tensor per decoder layer when each decoder layer reads
+            its own encoder layer (``cross_layers="matching"``), else ``None``.
+        source_vectors: ``(B, S, E)`` the embedded source (pointer-mode decoder inputs).
+        copy_ids: ``(B, S)`` long, each source token's id in the extended vocabulary
+            (copy mode), else ``None``.
+    """
+
+    memory: Tensor
+    padding: Tensor
+    memories: list[Tensor] | None
+    source_vectors: Tensor
+    copy_ids: Tensor | None = None
+
+    def index_select(self, index: Tensor) -> EncodedSource:
+        """Rows ``index`` of every tensor (repeat sources for beams, or reorder them)."""
+
+        def pick(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.index_select(0, index)
+
+        return replace(
+            self,
+            memory=self.memory.index_select(0, index),
+            padding=self.padding.index_select(0, index),
+            memories=None
+            if self.memories is None
+            else [m.index_select(0, index) for m in self.memories],
+            source_vectors=self.source_vectors.index_select(0, index),
+            copy_ids=pick(self.copy_ids),
+        )
+
+
+@dataclass
+class Seq2SeqOutput:
+    """What :meth:`Seq2SeqTransformer.decode` returns.
+
+    Attributes:
+        log_probs: ``(B, T, V)`` log-probabilities of the next token at each position; V is
+            the vocabulary size (vocab), ``NUM_SPECIALS + S`` (pointer) or the vocabulary
+            extended by ``num_extended`` source words (copy).
+        cross_attentions: per decoder layer ``(B, H, T, S)`` when weights were requested.
+        pointer_attention: ``(B, T, S)`` the attention over source positions of the
+            pointer / copy output, else ``None``.
+    """
+
+    log_probs: Tensor
+    cross_attentions: list[Tensor] | None = None
+    pointer_attention: Tensor | None = None
+
+
+class PointerAttention(nn.Module):
+    """One attention head from decoder states to source positions, returning scores.
+
+    Vinyals et al. score with u_j = vᵀ tanh(W₁ e_j + W₂ d_i); here the scaled dot product
+    of projections, which the lecture shows is the common choice and is cheaper.
+    """
+
+    def __init__(self, embed_dim: int) -> None:
+        super().__init__()
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, embed_dim)
+        self.scale = 1.0 / math.sqrt(embed_dim)
+
+    def forward(self, hidden: Tensor, memory: Tensor, padding: Tensor) -> Tensor:
+        """``(B, T, E)``, ``(B, S, E)``, ``(B, S)`` → scores ``(B, T, S)``, −inf at padding."""
+        scores = self.q_proj(hidden) @ self.k_proj(memory).transpose(1, 2) * self.scale
+        return scores.masked_fill(padding[:, None, :], float("-inf"))
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Source embedding → :class:`Encoder` → :class:`Decoder` → output layer.
+
+    Args:
+        target_vocab_size: ids of the target vocabulary, specials included (unused in
+            pointer mode, where the outputs are source positions).
+        source_vocab_size: ids of the source vocabulary (text input), or ``None``.
+        source_feature_dim: F of each source vector (vector input), or ``None``.
+        embed_dim: E.
+        num_heads: H.
+        num_encoder_layers: encoder blocks.
+        num_decoder_layers: decoder blocks.
+        ffn_dim: feed-forward width.
+        dropout: dropout everywhere.
+        positional: absolute or relative encoding (a key of
+            :data:`selfattn.positional.POSITIONAL`) for both stacks, or ``None``.
+        max_len: longest source or target sequence.
+        norm_first: pre-LN blocks.
+        share_embeddings: one embedding table for source and target (text in, vocab or
+            copy out, the same vocabulary size).
+        tie_output: the vocabulary projection reuses the target embedding matrix.
+        output: ``"vocab"``, ``"pointer"`` or ``"copy"`` (module docstring).
+        cross_layers: ``"last"``: every decoder layer attends to the encoder's last
+            layer; ``"matching"``: decoder layer l attends to encoder layer l (equal depths).
+        length_predictor: add a classifier of the target length (for non-autoregressive
+            decoding) over lengths 0 … ``max_len``.
+    """
+
+    def __init__(
+        self,
+        *,
+        target_vocab_size: int,
+        source_vocab_size: int | None = None,
+        source_feature_dim: int | None = None,
+        embed_dim: int = 256,
+        num_heads: int = 4,
+        num_encoder_layers: int = 3,
+        num_decoder_layers: int = 3,
+        ffn_dim: int = 1024,
+        dropout: float = 0.1,
+        positional: str | None = "sinusoidal",
+        max_len: int = 256,
+        norm_first: bool = True,
+        share_embeddings: bool = False,
+        tie_output: bool = True,
+        output: OutputKind = "vocab",
+        cross_layers: CrossLayers = "last",
+        length_predictor: bool = False,
+    ) -> None:
+        super().__init__()
+        if (source_vocab_size is None) == (source_feature_dim is None):
+            raise ValueError("give exactly one of source_vocab_size and source_feature_dim")
+        if output not in OUTPUTS:
+            raise ValueError(f"unknown output {output!r}; choose one of {', '.join(OUTPUTS)}")
+        if output == "copy" and source_vocab_size is None:
+            raise ValueError("the copy output copies source *tokens*: it needs text input")
+        if target_vocab_size <= NUM_SPECIALS and output != "pointer":
+            raise ValueError(
+                f"target_vocab_size ({target_vocab_size}) must exceed the {NUM_SPECIALS} "
+                "special ids (pad, unk, bos, eos)"
+            )
+        if cross_layers == "matching" and num_encoder_layers != num_decoder_layers:
+            raise ValueError(
+                "cross_layers='matching' needs as many encoder as decoder layers, got "
+                f"{num_encoder_layers} and {num_decoder_layers}"
+            )
+        if share_embeddings and (source_vocab_size != target_vocab_size or output == "pointer"):
+            raise ValueError(
+                "share_embeddings needs text on both sides with one vocabulary size, got "
+                f"source {source_vocab_size} and target {target_vocab_size}"
+            )
+        self.embed_dim, self.max_len = embed_dim, max_len
+        self.output, self.cross_layers = output, cross_layers
+        self.target_vocab_size = target_vocab_size
+        self.embed_scale = math.sqrt(embed_dim)
+        self.source_embed: nn.Module
+        if source_vocab_size is not None:
+            self.source_embed = nn.Embedding(source_vocab_size, embed_dim, padding_idx=PAD_ID)
+        else:
+            assert source_feature_dim is not None
+            self.source_embed = nn.Linear(source_feature_dim, embed_dim)
+        # Pointer mode embeds only the specials; positions reuse the source vectors.
+        target_rows = NUM_SPECIALS if output == "pointer" else target_vocab_size
+        self.target_embed = (
+            self.source_embed
+            if share_embeddings
+            else nn.Embedding(target_rows, embed_dim, padding_idx=PAD_ID)
+        )
+        stack = {
+            "embed_dim": embed_dim,
+            "num_heads": num_heads,
+            "ffn_dim": ffn_dim,
+            "dropout": dropout,
+            "positional": positional,
+            "max_len": max_len + 2,  # BOS / EOS on top of the longest sequence
+            "norm_first": norm_first,
+        }
+        self.encoder = Encoder(num_layers=num_encoder_layers, **stack)  # type: ignore[arg-type]
+        self.decoder = Decoder(num_layers=num_decoder_layers, **stack)  # type: ignore[arg-type]
+        self.out_proj: nn.Linear | None = None
+        self.pointer: PointerAttention | None = None
+        self.eos_proj: nn.Linear | None = None
+        self.gate: nn.Linear | None = None
+        if output in ("vocab", "copy"):
+            self.out_proj = nn.Linear(embed_dim, target_vocab_size, bias=False)
+            if tie_output:
+                assert isinstance(self.target_embed, nn.Embedding)
+                self.out_proj.weight = self.target_embed.weight
+        if output in ("pointer", "copy"):
+            self.pointer = PointerAttention(embed_dim)
+        if output == "pointer":
+            self.eos_proj = nn.Linear(embed_dim, 1)
+        if output == "copy":
+            # p_gen from the decoder state, the attended source summary and the input.
+            self.gate = nn.Linear(3 * embed_dim, 1)
+        self.length_head = nn.Linear(embed_dim, max_len + 1) if length_predictor else None
+
+    # ------------------------------------------------------------------ encoder side
+
+    def encode(
+        self,
+        source: Tensor,
+        padding: Tensor,
+        *,
+        copy_ids: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> EncodedSource:
+        """Encode a batch of sources.
+
+        Args:
+            source: ``(B, S)`` token ids (text) or ``(B, S, F)`` vectors.
+            padding: ``(B, S)`` boolean, True at padding.
+            copy_ids: ``(B, S)`` extended-vocabulary ids of the source tokens (copy mode).
+            need_weights: unused by the model; kept for symmetry with :meth:`decode`.
+
+        Returns:
+            An :class:`EncodedSource`.
+        """
+        if source.shape[:2] != padding.shape:
+            raise ValueError(
+                f"source {tuple(source.shape)} and padding {tuple(padding.shape)} disagree "
+                "on (B, S)"
+            )
+        if source.shape[1] > self.max_len:
+            raise ValueError(
+                f"source of length {source.shape[1]} is longer than the model's max_len "
+                f"({self.max_len})"
+            )
+        if self.output == "copy" and copy_ids is None:
+            raise ValueError("the copy output needs copy_ids (the source in the extended vocab)")
+        vectors = self.source_embed(source)
+        if isinstance(self.source_embed, nn.Embedding):
+            vectors = vectors * self.embed_scale
+        out = self.encoder(vectors, key_padding_mask=padding)
+        memories = None
+        if self.cross_layers == "matching":
+            memories = out.hidden_states[1:]
+            if self.encoder.norm is not None:  # pre-LN: normalise what the decoder reads
+                memories = [self.encoder.norm(m) for m in memories[:-1]] + [memories[-1]]
+        return EncodedSource(out.last_hidden_state, padding, memories, vectors, copy_ids)
+
+    def predict_length(self, encoded: EncodedSource) -> Tensor:
+        """``(B, max_len + 1)`` logits over the target length (without EOS).
+
+        Raises:
+            RuntimeError: the model was built without ``length_predictor``.
+        """
+        if self.length_head is None:
+            raise RuntimeError(
+                "this model has no length predictor: build it with length_predictor=True "
+                "(config seq2seq.nat = true) for non-autoregressive decoding"
+            )
+        real = (~encoded.padding).unsqueeze(-1).to(encoded.memory.dtype)
+        pooled = (encoded.memory * real).sum(1) / real.sum(1).clamp(min=1.0)
+        return self.length_head(pooled)
+
+    # ------------------------------------------------------------------ decoder side
+
+    def embed_target(self, ids: Tensor, encoded: EncodedSource) -> Tensor:
+        """Decoder input vectors ``(B, T, E)`` for output ids ``(B, T)``."""
+        if self.output == "pointer":
+            special = ids.clamp(max=NUM_SPECIALS - 1)
+            vectors = self.target_embed(special) * self.embed_scale
+            position = (ids - NUM_SPECIALS).clamp(min=0)  # (B, T)
+            gathered = encoded.source_vectors.gather(
+                1, position.unsqueeze(-1).expand(-1, -1, encoded.source_vectors.shape[-1])
+            )
+            return torch.where((ids >= NUM_SPECIALS).unsqueeze(-1), gathered, vectors)
+        # Copied words outside the vocabulary are read back as <unk> (See et al. 2017).
+        ids = ids.masked_fill(ids >= self.target_vocab_size, UNK_ID)
+        return self.target_embed(ids) * self.embed_scale
+
+    def decode(
+        self,
+        target_in: Tensor,
+        encoded: EncodedSource,
+        *,
+        target_padding: Tensor | None = None,
+        cache: DecoderCache | None = None,
+        causal: bool = True,
+        need_weights: bool = False,
+        num_extended: int = 0,
+    ) -> Seq2SeqOutput:
+        """Next-token log-probabilities for every position of ``target_in``.
+
+        Args:
+            target_in: ``(B, T)`` decoder input ids (BOS, y₁, …).
+            encoded: from :meth:`encode`.
+            target_padding: ``(B, T)`` True at padding (all positions so far when caching).
+            cache: incremental decoding; ``target_in`` then holds only the new positions.
+            causal: mask the future (False for non-autoregressive decoding).
+            need_weights: also return the cross-attention weights of every layer.
+            num_extended: copy mode: size of the batch's out-of-vocabulary extension.
+
+        Returns:
+            A :class:`Seq2SeqOutput`.
+        """
+        if target_in.dim() != 2 or target_in.shape[0] != encoded.memory.shape[0]:
+            raise ValueError(
+                f"target_in must be (B, T) with B = {encoded.memory.shape[0]}, got "
+                f"{tuple(target_in.shape)}"
+            )
+        offset = 0 if cache is None else cache.offset
+        if offset + target_in.shape[1] > self.max_len + 1:
+            raise ValueError(
+                f"target of length {offset + target_in.shape[1]} exceeds the model's "
+                f"max_len + 1 ({self.max_len + 1})"
+            )
+        x = self.embed_target(target_in, encoded)
+        out = self.decoder(
+            x,
+            encoded.memories if encoded.memories is not None else encoded.memory,
+            self_key_padding_mask=target_padding,
+            memory_key_padding_mask=encoded.padding,
+            causal=causal,
+            need_weights=need_weights,
+            cache=cache,
+        )
+        hidden = out.last_hidden_state  # (B, T, E)
+        if self.output == "vocab":
+            assert self.out_proj is not None
+            log_probs = F.log_softmax(self.out_proj(hidden).float(), dim=-1)
+            return Seq2SeqOutput(log_probs, out.cross_attentions)
+        assert self.pointer is not None
+        scores = self.pointer(hidden, encoded.memory, encoded.padding).float()  # (B, T, S)
+        if self.output == "pointer":
+            assert self.eos_proj is not None
+            specials = hidden.new_full((*hidden.shape[:2], NUM_SPECIALS), float("-inf")).float()
+            specials[..., EOS_ID] = self.eos_proj(hidden).squeeze(-1).float()
+            log_probs = F.log_softmax(torch.cat([specials, scores], dim=-1), dim=-1)
+            attention = log_probs[..., NUM_SPECIALS:].exp()
+            return Seq2SeqOutput(log_probs, out.cross_attentions, attention)
+        return self._copy_output(hidden, x, scores, encoded, num_extended, out.cross_attentions)
+
+    def _copy_output(
+        self,
+        hidden: Tensor,
+        inputs: Tensor,
+        scores: Tensor,
+        encoded: EncodedSource,
+        num_extended: int,
+        cross_attentions: list[Tensor] | None,
+    ) -> Seq2SeqOutput:
+        """p_gen · P_vocab + (1 − p_gen) · Σ_{j: source_j = w} a_j, as log-probabilities."""
+        assert self.out_proj is not None and self.gate is not None
+        assert encoded.copy_ids is not None
+        attention = torch.softmax(scores, dim=-1)  # (B, T, S)
+        context = attention.to(encoded.memory.dtype) @ encoded.memory  # (B, T, E)
+        p_gen = torch.sigmoid(self.gate(torch.cat([hidden, context, inputs], -1))).float()
+        vocab = torch.softmax(self.out_proj(hidden).float(), dim=-1)  # (B, T, V)
+        batch, steps, _ = vocab.shape
+        mixed = F.pad(vocab * p_gen, (0, num_extended))
+        index = encoded.copy_ids.unsqueeze(1).expand(batch, steps, -1)
+        if int(index.max()) >= mixed.shape[-1]:
+            raise ValueError(
+                f"copy_ids reach {int(index.max())} but the extended vocabulary has "
+                f"{mixed.shape[-1]} ids (is num_extended right?)"
+            )
+        mixed = mixed.scatter_add(-1, index, attention * (1.0 - p_gen))
+        return Seq2SeqOutput(mixed.clamp(min=_TINY).log(), cross_attentions, attention)
+
+    def forward(
+        self,
+        source: Tensor,
+        source_padding: Tensor,
+        target_in: Tensor,
+        *,
+        target_padding: Tensor | None = None,
+        copy_ids: Tensor | None = None,
+        num_extended: int = 0,
+        need_weights: bool = False,
+    ) -> Seq2SeqOutput:
+        """Teacher forcing: encode, then decode every position of ``target_in`` at once."""
+        encoded = self.encode(source, source_padding, copy_ids=copy_ids)
+        return self.decode(
+            target_in,
+            encoded,
+            target_padding=target_padding,
+            need_weights=need_weights,
+            num_extended=num_extended,
+        )
