@@ -6,15 +6,46 @@ from collections import Counter
 
 import pytest
 
-from selfattn.data import RECIPES, Example, LabelVocabulary, load_dataset
+from selfattn.data import (
+    RECIPES,
+    DataError,
+    DebianSource,
+    Example,
+    GeneratedSource,
+    LabelVocabulary,
+    PyPISource,
+    load_dataset,
+)
 from selfattn.data.recipes import shuffled, split_by_position, stratified_holdout
+from selfattn.data.splits import split_by_count
 
 
 def test_registry_entries_are_complete() -> None:
-    assert set(RECIPES) == {"pos-wsj", "sentiment-rt", "speaker-jv"}
+    assert set(RECIPES) == {
+        "pos-wsj",
+        "sentiment-rt",
+        "speaker-jv",
+        "translate-de-en",
+        "bible-en-es",
+        "convex-hull-5",
+        "convex-hull-10",
+        "convex-hull-20",
+    }
     for name, recipe in RECIPES.items():
         assert recipe.name == name and recipe.description and recipe.licence
-        assert len(recipe.source.sha256) == 64 and recipe.source.members
+        source = recipe.source
+        if isinstance(source, PyPISource):
+            assert len(source.sha256) == 64 and source.members
+        elif isinstance(source, DebianSource):
+            assert source.packages and source.origin().startswith("Debian ")
+            for package in source.packages:
+                assert len(package.sha256) == 64 and package.members
+                assert all(not m.startswith("/") for m in package.members)
+        else:
+            assert isinstance(source, GeneratedSource) and source.is_fetched()
+        assert source.download_mb >= 0 and source.origin()
+    seq2seq = {name for name, recipe in RECIPES.items() if recipe.task == "seq2seq"}
+    assert seq2seq == {"translate-de-en", "bible-en-es"} | {f"convex-hull-{n}" for n in (5, 10, 20)}
 
 
 def test_split_helpers_are_fixed() -> None:
@@ -26,6 +57,18 @@ def test_split_helpers_are_fixed() -> None:
     kept, held = stratified_holdout(examples, 0.1, seed=0)
     assert Counter(e.label for e in held) == {"0": 1, "1": 1, "2": 1}
     assert len(kept) == 27 and not {e.source for e in kept} & {e.source for e in held}
+
+    train, dev, test = split_by_count(list(range(10)), num_test=3, num_dev=2)
+    assert (test, dev, train) == ([0, 1, 2], [3, 4], [5, 6, 7, 8, 9])
+    with pytest.raises(ValueError, match="cannot hold"):
+        split_by_count(list(range(5)), num_test=3, num_dev=2)
+
+
+def test_recipe_task_must_agree() -> None:
+    with pytest.raises(DataError, match="'pos-wsj' is a token task, not seq2seq"):
+        load_dataset("pos-wsj", task="seq2seq")
+    with pytest.raises(DataError, match="unknown task 'seq3seq'"):
+        load_dataset("pos-wsj", task="seq3seq")  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
@@ -61,3 +104,43 @@ def test_speaker_jv() -> None:
     assert (min(lengths), max(lengths)) == (7, 29)
     assert all(e.features is not None and e.features.shape[1] == 12 for e in splits.test)
     assert splits.input == "vectors"
+
+
+@pytest.mark.slow
+def test_translate_de_en() -> None:
+    recipe = RECIPES["translate-de-en"]
+    splits = load_dataset("translate-de-en")
+    assert recipe.is_fetched()
+    assert splits.task == "seq2seq" and splits.input == "text"
+    assert splits.extra["source"] == "Debian trans-de-en=1.9-6"
+    assert (len(splits.train), len(splits.dev), len(splits.test)) == (15_326, 1_000, 1_000)
+    examples = splits.train + splits.dev + splits.test
+    pairs = {(e.tokens, e.label) for e in examples}
+    assert len(pairs) == len(examples)  # no exact duplicates
+    for e in examples:
+        assert e.tokens is not None and isinstance(e.label, tuple)
+        assert 3 <= len(e.tokens) <= 40 and 3 <= len(e.label) <= 40
+        assert e.tokens[-1] in {".", "!", "?"} and e.label[-1] in {".", "!", "?"}
+        assert not {"{", "}", "[", "]", "/", "…"} & (set(e.tokens) | set(e.label))
+    # A pair from the dictionary's "Raunen" entry, annotations gone.
+    murmur = ("Ein", "Raunen", "ging", "durch", "die", "Menge", ".")
+    assert any(e.tokens == murmur and e.label[1] == "murmur" for e in examples)
+    assert load_dataset("translate-de-en").test == splits.test  # the split is fixed
+
+
+@pytest.mark.slow
+def test_bible_en_es() -> None:
+    splits = load_dataset("bible-en-es", task="seq2seq")
+    assert RECIPES["bible-en-es"].is_fetched()
+    assert (len(splits.train), len(splits.dev), len(splits.test)) == (28_579, 1_000, 1_000)
+    examples = {e.source: e for e in splits.train + splits.dev + splits.test}
+    genesis = examples["Gen 1:1"]
+    assert genesis.tokens is not None
+    assert " ".join(genesis.tokens).startswith("In the beginning , God created the heavens")
+    assert " ".join(genesis.label).startswith("EN el principio crió Dios los cielos")
+    # The two chapters numbered differently in NRSVA and KJV are left out.
+    assert "Rev 22:21" in examples and "Rev 11:1" in examples
+    assert not any(s.startswith(("3John 1:", "Rev 12:")) for s in examples)
+    assert all(0 < len(e) <= 64 and 0 < len(e.label) <= 64 for e in examples.values())
+    markup = [e.source for e in examples.values() if "<" in e.tokens or ">" in e.label]
+    assert markup == []

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from selfattn.data import RECIPES
+
+
+def _natural(name: str) -> list[int | str]:
+    """Sort key: convex-hull-5 before convex-hull-10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,13 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Carry out ``data list`` or ``data fetch``."""
     if args.action == "list":
-        print(f"{'name':<14} {'task':<9} {'input':<8} {'download':>9}  {'fetched':<8} source")
-        for name, recipe in sorted(RECIPES.items()):
-            source = recipe.source
+        width = max(len(name) for name in RECIPES)
+        print(f"{'name':<{width}} {'task':<9} {'input':<8} {'download':>9}  {'fetched':<8} source")
+        for name in sorted(RECIPES, key=_natural):
+            recipe = RECIPES[name]
+            # Generated data downloads nothing: "-" rather than a misleading "0.0MB".
+            size = recipe.source.download_mb
+            download = f"{size:>7.1f}MB" if size else f"{'-':>9}"
             print(
-                f"{name:<14} {recipe.task:<9} {recipe.input:<8} "
-                f"{source.download_mb:>7.1f}MB  {'yes' if recipe.is_fetched() else 'no':<8} "
-                f"PyPI {source.package}=={source.version}"
+                f"{name:<{width}} {recipe.task:<9} {recipe.input:<8} {download}  "
+                f"{'yes' if recipe.is_fetched() else 'no':<8} {recipe.source.origin()}"
             )
         return 0
     for name in args.names:

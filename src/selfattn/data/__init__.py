@@ -3,6 +3,8 @@
 Typical use::
 
     splits = load_dataset("pos-wsj")  # or a path: "train.txt", dev="dev.txt"
+    pairs = load_dataset("translate-de-en")  # seq2seq; own data: load_dataset(
+    #     "train.tsv", dev="dev.tsv", task="seq2seq") reads source<TAB>target lines
     vocab = Vocabulary.build((e.tokens for e in splits.train), min_freq=2)
     labels = LabelVocabulary.for_splits(splits)  # the task's whole label set
     collate = Collator(vocab, CharVocabulary.build(...), labels, splits.task, max_len=512)
@@ -14,15 +16,20 @@ from __future__ import annotations
 
 from selfattn.data.cache import cache_root, extract_member, fetch_member, fetch_pypi_file
 from selfattn.data.collate import IGNORE_INDEX, Collator, batches
+from selfattn.data.debian import fetch_deb, fetch_deb_members
 from selfattn.data.formats import (
     read_classification_csv,
     read_conllu,
     read_npz,
+    read_parallel,
     read_tagged,
     read_ts,
     tokenize,
 )
-from selfattn.data.recipes import RECIPES, PyPISource, Recipe, load_dataset
+from selfattn.data.hull import generate_hull_examples, hull_metrics, hull_target
+from selfattn.data.loading import load_dataset
+from selfattn.data.recipes import RECIPES, Recipe
+from selfattn.data.sources import DebianPackage, DebianSource, GeneratedSource, PyPISource, Source
 from selfattn.data.types import Batch, DataError, DatasetSplits, Example, InputKind, TaskType
 from selfattn.data.vocab import (
     CharVocabulary,
@@ -41,11 +48,15 @@ __all__ = [
     "Collator",
     "DataError",
     "DatasetSplits",
+    "DebianPackage",
+    "DebianSource",
     "Example",
+    "GeneratedSource",
     "InputKind",
     "LabelVocabulary",
     "PyPISource",
     "Recipe",
+    "Source",
     "TaskType",
     "Vocabulary",
     "batches",
@@ -53,12 +64,18 @@ __all__ = [
     "bpe_vocabulary",
     "cache_root",
     "extract_member",
+    "fetch_deb",
+    "fetch_deb_members",
     "fetch_member",
     "fetch_pypi_file",
+    "generate_hull_examples",
+    "hull_metrics",
+    "hull_target",
     "load_dataset",
     "read_classification_csv",
     "read_conllu",
     "read_npz",
+    "read_parallel",
     "read_tagged",
     "read_ts",
     "tokenize",

