@@ -1,0 +1,74 @@
+"""User parallel text: read_parallel and load_dataset(..., task="seq2seq")."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from selfattn.data import DataError, load_dataset, read_parallel
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_read_parallel(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "pairs.tsv",
+        "Guten Morgen!\tGood morning!\n\n  \nIch sehe eine Säge.\tI saw a saw.\r\n",
+    )
+    first, second = read_parallel(path)
+    assert first.tokens == ("Guten", "Morgen", "!") and first.label == ("Good", "morning", "!")
+    assert first.source == f"{path}:1" and first.features is None
+    assert second.label == ("I", "saw", "a", "saw", ".") and second.source == f"{path}:4"
+    assert len(second) == 5  # the source length; the target's is independent
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "problem"),
+    [
+        ("a\tb\nno tab here\n", 2, "exactly one tab), got 0 tabs"),
+        ("a\tb\tc\n", 1, "got 2 tabs"),
+        ("a\tb\n\nhello\t  \n", 3, "empty target side"),
+        ("\tb\n", 1, "empty source side"),
+    ],
+)
+def test_parallel_errors_name_file_and_line(
+    tmp_path: Path, text: str, line: int, problem: str
+) -> None:
+    path = write(tmp_path / "bad.txt", text)
+    with pytest.raises(DataError, match=re.escape(f"{path}:{line}: ")) as info:
+        read_parallel(path)
+    assert problem in str(info.value) and "\n" not in str(info.value)
+
+
+def test_load_dataset_seq2seq_any_extension(tmp_path: Path) -> None:
+    train = write(tmp_path / "train.tsv", "Hallo Welt .\tHello world .\nJa .\tYes .\n")
+    dev = write(tmp_path / "dev.txt", "Nein .\tNo .\n")
+    splits = load_dataset(train, dev=dev, task="seq2seq")
+    assert splits.task == "seq2seq" and splits.input == "text"
+    assert len(splits.train) == 2 and len(splits.dev) == 1 and splits.test == []
+    assert splits.train[0].label == ("Hello", "world", ".")
+
+
+def test_a_tsv_without_task_stays_classification(tmp_path: Path) -> None:
+    # The same bytes are a valid label<TAB>text file: only task= makes them seq2seq.
+    path = write(tmp_path / "train.tsv", "pos\tgood film\nneg\tbad film\n")
+    splits = load_dataset(path)
+    assert splits.task == "sequence" and splits.train[0].label == "pos"
+    assert load_dataset(path, task="seq2seq").train[0].label == ("good", "film")
+
+
+def test_stated_task_must_match_user_files(tmp_path: Path) -> None:
+    tagged = write(tmp_path / "train.txt", "I/PRP saw/VBD\n")
+    with pytest.raises(DataError, match=r"train\.txt: holds token data, not sequence"):
+        load_dataset(tagged, task="sequence")
+    assert load_dataset(tagged, task="token").task == "token"
+    # With task="seq2seq" a word/TAG line has no tab: the parser says where.
+    with pytest.raises(DataError, match=r"train\.txt:1: expected source<TAB>target"):
+        load_dataset(tagged, task="seq2seq")
+    with pytest.raises(DataError, match=r"not \.npz"):
+        load_dataset(write(tmp_path / "x.npz", ""), task="seq2seq")
