@@ -46,7 +46,12 @@ _CHAPTER = re.compile(r'<chapter\b[^>]*\bosisID="([^".]+)\.(\d+)"')
 _BOOK = re.compile(r'<div\b(?=[^>]*\btype="book")(?=[^>]*\bsID=")[^>]*>')  # a start, not an eID end
 # Footnotes and section headings are not part of the verse's translation.
 _NOT_TEXT = re.compile(r"<(note|title)\b[^>]*>(?:(?!<\1\b).)*?</\1>", re.DOTALL)
+# A <w> element is a word (or word group): its edges are word boundaries, even where no
+# space separates two of them ("allí</w><transChange>también"). Other inline tags can sit
+# inside a word ("preguntándo<transChange>le</transChange>") and vanish without a trace.
+_WORD_TAG = re.compile(r"</?w\b[^>]*>")
 _TAG = re.compile(r"<[^>]*>")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?])")
 
 
 def _slots(folder: Path, testament: str) -> Iterator[str]:
@@ -76,7 +81,8 @@ def plain_text(markup: str) -> str:
     previous = None
     while previous != markup:  # innermost first: notes can hold notes
         previous, markup = markup, _NOT_TEXT.sub(" ", markup)
-    return " ".join(html.unescape(_TAG.sub("", markup)).split())
+    text = " ".join(html.unescape(_TAG.sub("", _WORD_TAG.sub(" ", markup))).split())
+    return _SPACE_BEFORE_PUNCT.sub(r"\1", text)
 
 
 def read_ztext(folder: str | Path) -> tuple[dict[VerseRef, str], dict[tuple[str, int], int]]:
