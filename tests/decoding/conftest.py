@@ -1,0 +1,82 @@
+"""Tiny random encoder–decoders and encoded batches for the decoding tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from selfattn.models.seq2seq import NUM_SPECIALS, EncodedSource, OutputKind, Seq2SeqTransformer
+
+VOCAB = 12  # 4 specials + 8 symbols, source and target
+MAX_LEN = 16
+OUTPUTS: tuple[OutputKind, ...] = ("vocab", "pointer", "copy")
+POSITIONALS = ("sinusoidal", "rotary", "relative", "learned")
+
+ModelFactory = Callable[..., Seq2SeqTransformer]
+BatchFactory = Callable[..., tuple[EncodedSource, int]]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    """Decoding tiny models is many tiny kernels: on a shared 2-core machine a second
+    OpenMP thread only waits for the busy core (5-10× slower), so run on one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_model(
+    output: OutputKind = "vocab", positional: str | None = "sinusoidal", **options: Any
+) -> Seq2SeqTransformer:
+    """The brief's tiny model (E=32, H=4, 2+2 layers, FFN 64), random, in eval mode."""
+    settings: dict[str, Any] = {
+        "target_vocab_size": NUM_SPECIALS if output == "pointer" else VOCAB,
+        "source_vocab_size": VOCAB,
+        "embed_dim": 32,
+        "num_heads": 4,
+        "num_encoder_layers": 2,
+        "num_decoder_layers": 2,
+        "ffn_dim": 64,
+        "dropout": 0.0,
+        "positional": positional,
+        "max_len": MAX_LEN,
+        "output": output,
+        "length_predictor": True,
+    }
+    settings.update(options)
+    return Seq2SeqTransformer(**settings).eval()
+
+
+def encoded_batch(
+    model: Seq2SeqTransformer, batch: int = 3, length: int = 6
+) -> tuple[EncodedSource, int]:
+    """Random sources (row 0 padded to half length) and the batch's ``num_extended``.
+
+    In copy mode two source words of the last row are out of the target vocabulary
+    (extended ids V, V + 1), so the other rows must not emit those ids.
+    """
+    source = torch.randint(NUM_SPECIALS, VOCAB, (batch, length))
+    padding = torch.zeros(batch, length, dtype=torch.bool)
+    padding[0, length // 2 :] = True
+    source = source.masked_fill(padding, 0)
+    copy_ids, num_extended = None, 0
+    if model.output == "copy":
+        copy_ids = source.clone()
+        copy_ids[-1, :2] = torch.tensor([VOCAB, VOCAB + 1])
+        num_extended = 2
+    with torch.no_grad():
+        return model.encode(source, padding, copy_ids=copy_ids), num_extended
+
+
+@pytest.fixture
+def make_model() -> ModelFactory:
+    return tiny_model
+
+
+@pytest.fixture
+def make_batch() -> BatchFactory:
+    return encoded_batch
