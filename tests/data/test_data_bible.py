@@ -52,7 +52,9 @@ def english(folder: Path) -> Path:
                 *HEAD,
                 '<div osisID="Matt" sID="g3" type="book"/>',
                 '<chapter n="1" osisID="Matt.1" sID="Matt.1"/>',
-                '<title type="x-preverse">The genealogy</title>The book of the genealogy.',
+                # Back matter after the last chapter's end is not part of the verse.
+                '<title type="x-preverse">The genealogy</title>The book of the genealogy.'
+                '<chapter eID="Matt.1"/><div type="glossary"/>Abba means father.',
             ],
         },
     )

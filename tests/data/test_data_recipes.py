@@ -132,7 +132,7 @@ def test_translate_de_en() -> None:
 def test_bible_en_es() -> None:
     splits = load_dataset("bible-en-es", task="seq2seq")
     assert RECIPES["bible-en-es"].is_fetched()
-    assert (len(splits.train), len(splits.dev), len(splits.test)) == (28_578, 1_000, 1_000)
+    assert (len(splits.train), len(splits.dev), len(splits.test)) == (28_579, 1_000, 1_000)
     examples = {e.source: e for e in splits.train + splits.dev + splits.test}
     genesis = examples["Gen 1:1"]
     assert genesis.tokens is not None

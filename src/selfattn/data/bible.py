@@ -43,6 +43,7 @@ MAX_TOKENS = 64
 _BLOCK = struct.Struct("<III")
 _SLOT = struct.Struct("<IIH")
 _CHAPTER = re.compile(r'<chapter\b[^>]*\bosisID="([^".]+)\.(\d+)"')
+_CHAPTER_END = re.compile(r"<chapter\b[^>]*\beID=")
 _BOOK = re.compile(r'<div\b(?=[^>]*\btype="book")(?=[^>]*\bsID=")[^>]*>')  # a start, not an eID end
 # Footnotes and section headings are not part of the verse's translation.
 _NOT_TEXT = re.compile(r"<(note|title)\b[^>]*>(?:(?!<\1\b).)*?</\1>", re.DOTALL)
@@ -112,7 +113,10 @@ def read_ztext(folder: str | Path) -> tuple[dict[VerseRef, str], dict[tuple[str,
                 chapter = None  # a book heading: its intro is not a verse
             elif chapter is not None:
                 sizes[chapter] += 1
-                text = plain_text(markup)
+                # What follows a chapter's end marker is not the verse: the WEB appends
+                # its whole glossary to the slot of Revelation 22:21.
+                end = _CHAPTER_END.search(markup)
+                text = plain_text(markup if end is None else markup[: end.start()])
                 if text:
                     verses[(*chapter, sizes[chapter])] = text
             elif plain_text(markup):

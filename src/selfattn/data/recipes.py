@@ -250,8 +250,8 @@ RECIPES: dict[str, Recipe] = {
                 "English → Spanish Bible verses: World English Bible (2020) → Reina-Valera "
                 "1909, aligned by reference, skipping the chapters whose verse count "
                 "differs between the two versifications (NRSVA / KJV); ≤ 64 tokens a side, "
-                "exact duplicates dropped: 30,578 pairs. Shuffled with seed 0: the first "
-                "1,000 test, the next 1,000 dev, the rest (28,578) train."
+                "exact duplicates dropped: 30,579 pairs. Shuffled with seed 0: the first "
+                "1,000 test, the next 1,000 dev, the rest (28,579) train."
             ),
             source=DebianSource(
                 (
