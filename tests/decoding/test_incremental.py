@@ -37,9 +37,7 @@ def test_cached_beam_search_and_sampling_equal_recomputing(
     model = make_model(output, "rotary")
     encoded, num_extended = make_batch(model)
     beams = [
-        beam_search(
-            model, encoded, beam_size=3, max_len=8, num_extended=num_extended, use_cache=c
-        )
+        beam_search(model, encoded, beam_size=3, max_len=8, num_extended=num_extended, use_cache=c)
         for c in (True, False)
     ]
     assert beams[0].tokens == beams[1].tokens
