@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,7 @@ from selfattn.data import (
     GeneratedSource,
     LabelVocabulary,
     PyPISource,
+    cache,
     load_dataset,
 )
 from selfattn.data.recipes import shuffled, split_by_position, stratified_holdout
@@ -125,7 +128,19 @@ def test_translate_de_en() -> None:
     # A pair from the dictionary's "Raunen" entry, annotations gone.
     murmur = ("Ein", "Raunen", "ging", "durch", "die", "Menge", ".")
     assert any(e.tokens == murmur and e.label[1] == "murmur" for e in examples)
-    assert load_dataset("translate-de-en").test == splits.test  # the split is fixed
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt-get (Debian / Ubuntu)")
+def test_real_debian_fetch_matches_the_pinned_checksum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))  # a fresh cache: really download
+    (package,) = RECIPES["translate-de-en"].source.packages  # type: ignore[union-attr]
+    (path,) = package.fetch()
+    assert path.is_relative_to(tmp_path) and path.stat().st_size == 25_611_714
+    assert path.read_text(encoding="utf-8").startswith("# Version :: devel 2023-01-30")
+    assert [p.name for p in tmp_path.rglob("*.deb")] == ["trans-de-en_1.9-6_all.deb"]
 
 
 @pytest.mark.slow
