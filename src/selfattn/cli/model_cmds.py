@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from selfattn.train.config import load_config
-from selfattn.train.pipeline import Predictor, run
+from selfattn.train.pipeline import Predictor, Seq2SeqPredictor, load_predictor, run
 from selfattn.viz import plot_attention
 
 
@@ -52,12 +53,57 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn eval``."""
     parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
     parser.add_argument("--split", default="test", choices=("train", "dev", "test"))
+    add_decoding_arguments(parser)
+
+
+def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a seq2seq checkpoint decodes (ignored by the other tasks)."""
+    group = parser.add_argument_group("seq2seq decoding (default: the config's seq2seq.decoding)")
+    choice = group.add_mutually_exclusive_group()
+    choice.add_argument("--greedy", action="store_true", help="greedy decoding")
+    choice.add_argument("--beam", type=int, metavar="K", help="beam search of width K")
+    choice.add_argument("--sample", action="store_true", help="sample (see --temperature)")
+    choice.add_argument("--nat", action="store_true", help="non-autoregressive decoding")
+    group.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    group.add_argument("--top-k", type=int, help="sample among the k likeliest tokens")
+    group.add_argument("--top-p", type=float, help="sample from the nucleus of mass p")
+    group.add_argument(
+        "--length-scale", type=float, default=1.0, help="NAT: predicted length × this"
+    )
+    group.add_argument("--seed", type=int, default=0, help="seed of --sample")
+
+
+def decoding_options(args: argparse.Namespace, predictor: Seq2SeqPredictor) -> dict[str, Any]:
+    """``Seq2SeqPredictor.decode`` keyword arguments from the command line."""
+    method = predictor.config.seq2seq.decoding
+    if args.greedy:
+        method = "greedy"
+    elif args.beam is not None:
+        method = "beam"
+    elif args.sample:
+        method = "sample"
+    elif args.nat:
+        method = "nat"
+    return {
+        "method": method,
+        "beam_size": args.beam,
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "length_scale": args.length_scale,
+        "seed": args.seed,
+    }
 
 
 def run_eval(args: argparse.Namespace) -> int:
     """Print the checkpoint's metrics on a split as JSON."""
-    metrics = Predictor(args.checkpoint).evaluate(args.split)
-    print(json.dumps({"split": args.split, **metrics}))
+    predictor = load_predictor(args.checkpoint)
+    if isinstance(predictor, Seq2SeqPredictor):
+        options = decoding_options(args, predictor)
+        metrics = predictor.evaluate(args.split, **options)
+        print(json.dumps({"split": args.split, "decoding": options["method"], **metrics}))
+        return 0
+    print(json.dumps({"split": args.split, **predictor.evaluate(args.split)}))
     return 0
 
 
@@ -65,6 +111,7 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn predict``."""
     parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
     parser.add_argument("text", help='a sentence, e.g. "I saw a saw", or @FILE for one per line')
+    add_decoding_arguments(parser)
 
 
 def _inputs(text: str) -> list[tuple[str, str]]:
@@ -79,8 +126,15 @@ def _inputs(text: str) -> list[tuple[str, str]]:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    """Tags per token (token task) or the label with probabilities (sequence task)."""
-    predictor = Predictor(args.checkpoint)
+    """Tags per token (token task), the label with probabilities (sequence task), or the
+    decoded output (seq2seq)."""
+    loaded = load_predictor(args.checkpoint)
+    if isinstance(loaded, Seq2SeqPredictor):
+        options = decoding_options(args, loaded)
+        for source, line in _inputs(args.text):
+            print(loaded.translate(line, origin=source, **options))
+        return 0
+    predictor = loaded
     for source, line in _inputs(args.text):
         prediction = predictor.predict(predictor.example(line, source))
         if predictor.task == "token":

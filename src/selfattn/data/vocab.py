@@ -218,7 +218,13 @@ class LabelVocabulary:
 # --------------------------------------------------------------------------- BPE
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, *, lowercase: bool = False) -> Tokenizer:
+def train_bpe(
+    texts: Iterable[str],
+    vocab_size: int,
+    *,
+    lowercase: bool = False,
+    extra_specials: Sequence[str] = (),
+) -> Tokenizer:
     """Learn a BPE subword tokenizer on whitespace-separated ``texts``.
 
     ``<pad>`` and ``<unk>`` get ids 0 and 1 as in :class:`Vocabulary`, so
@@ -229,6 +235,8 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *, lowercase: bool = False)
         texts: training sentences (e.g. ``" ".join(example.tokens)``).
         vocab_size: the number of subwords to learn, specials and characters included.
         lowercase: fold text to lower case first.
+        extra_specials: more special tokens, at ids 2, 3, … (e.g. ``<bos>``, ``<eos>``
+            for seq2seq targets).
 
     Returns:
         A ``tokenizers.Tokenizer``; save it in a checkpoint with ``tokenizer.to_str()`` and
@@ -241,7 +249,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *, lowercase: bool = False)
     tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=[PAD, UNK],
+        special_tokens=[PAD, UNK, *extra_specials],
         end_of_word_suffix="</w>",
         show_progress=False,
     )

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -149,6 +149,9 @@ class Seq2SeqTransformer(nn.Module):
             layer; ``"matching"``: decoder layer l attends to encoder layer l (equal depths).
         length_predictor: add a classifier of the target length (for non-autoregressive
             decoding) over lengths 0 … ``max_len``.
+        source_positional: False leaves the encoder without positional encoding, so it
+            treats the source as a *set* (permutation-equivariant), e.g. the points of a
+            convex-hull problem; the decoder keeps ``positional``.
     """
 
     def __init__(
@@ -171,6 +174,7 @@ class Seq2SeqTransformer(nn.Module):
         output: OutputKind = "vocab",
         cross_layers: CrossLayers = "last",
         length_predictor: bool = False,
+        source_positional: bool = True,
     ) -> None:
         super().__init__()
         if (source_vocab_size is None) == (source_feature_dim is None):
@@ -204,6 +208,8 @@ class Seq2SeqTransformer(nn.Module):
         else:
             assert source_feature_dim is not None
             self.source_embed = nn.Linear(source_feature_dim, embed_dim)
+        if isinstance(self.source_embed, nn.Embedding):
+            _init_embedding(self.source_embed, embed_dim)
         # Pointer mode embeds only the specials; positions reuse the source vectors.
         target_rows = NUM_SPECIALS if output == "pointer" else target_vocab_size
         self.target_embed = (
@@ -211,17 +217,25 @@ class Seq2SeqTransformer(nn.Module):
             if share_embeddings
             else nn.Embedding(target_rows, embed_dim, padding_idx=PAD_ID)
         )
-        stack = {
-            "embed_dim": embed_dim,
-            "num_heads": num_heads,
-            "ffn_dim": ffn_dim,
-            "dropout": dropout,
-            "positional": positional,
-            "max_len": max_len + 2,  # BOS / EOS on top of the longest sequence
-            "norm_first": norm_first,
-        }
-        self.encoder = Encoder(num_layers=num_encoder_layers, **stack)  # type: ignore[arg-type]
-        self.decoder = Decoder(num_layers=num_decoder_layers, **stack)  # type: ignore[arg-type]
+        if not share_embeddings:
+            _init_embedding(self.target_embed, embed_dim)
+
+        def stack(kind: type[Encoder] | type[Decoder], layers: int, position: str | None) -> Any:
+            return kind(
+                embed_dim,
+                num_heads,
+                layers,
+                ffn_dim,
+                dropout=dropout,
+                positional=position,
+                max_len=max_len + 2,  # BOS / EOS on top of the longest sequence
+                norm_first=norm_first,
+            )
+
+        self.encoder: Encoder = stack(
+            Encoder, num_encoder_layers, positional if source_positional else None
+        )
+        self.decoder: Decoder = stack(Decoder, num_decoder_layers, positional)
         self.out_proj: nn.Linear | None = None
         self.pointer: PointerAttention | None = None
         self.eos_proj: nn.Linear | None = None
@@ -239,6 +253,8 @@ class Seq2SeqTransformer(nn.Module):
             # p_gen from the decoder state, the attended source summary and the input.
             self.gate = nn.Linear(3 * embed_dim, 1)
         self.length_head = nn.Linear(embed_dim, max_len + 1) if length_predictor else None
+        #: What the model was built from (a task spec), kept for checkpoints; set by builders.
+        self.spec: object | None = None
 
     # ------------------------------------------------------------------ encoder side
 
@@ -424,3 +440,13 @@ class Seq2SeqTransformer(nn.Module):
             need_weights=need_weights,
             num_extended=num_extended,
         )
+
+
+def _init_embedding(embedding: nn.Module, embed_dim: int) -> None:
+    """N(0, 1/E) rows, zero padding row: scaled by √E on input they have unit size, and a
+    tied output projection starts with logits of unit scale (Vaswani et al. 2017, §3.4),
+    not the √E-times larger ones of PyTorch's N(0, 1) default, which saturate the softmax."""
+    assert isinstance(embedding, nn.Embedding)
+    nn.init.normal_(embedding.weight, std=embed_dim**-0.5)
+    with torch.no_grad():
+        embedding.weight[PAD_ID].zero_()

@@ -30,11 +30,16 @@ from selfattn.train.loop import (
     TIMING_KEYS,
     Trainer,
     TrainResult,
-    compute_loss,
-    evaluate,
     resolve_device,
     seed_everything,
     train,
+)
+from selfattn.train.objectives import (
+    ClassificationObjective,
+    Objective,
+    compute_loss,
+    evaluate,
+    objective_for,
 )
 from selfattn.train.optim import WarmupDecay, build_optimizer, build_scheduler
 
@@ -43,9 +48,11 @@ __all__ = [
     "METRICS_FILE",
     "TIMING_KEYS",
     "Checkpoint",
+    "ClassificationObjective",
     "Config",
     "DataConfig",
     "ModelConfig",
+    "Objective",
     "TrainConfig",
     "TrainResult",
     "Trainer",
@@ -61,6 +68,7 @@ __all__ = [
     "load_checkpoint",
     "load_config",
     "load_model",
+    "objective_for",
     "resolve_device",
     "save_checkpoint",
     "seed_everything",

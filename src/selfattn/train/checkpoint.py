@@ -24,6 +24,7 @@ import json
 import os
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,9 @@ import torch
 from torch import Tensor, nn
 
 import selfattn
-from selfattn.tasks.model import TaskModel, TaskSpec, build_model_from_spec
+from selfattn.tasks.model import TaskSpec
 from selfattn.train.config import Config, config_from_dict, config_to_dict
+from selfattn.train.objectives import build_for_spec
 
 #: Bumped whenever the layout or the meaning of a stored field changes.
 FORMAT_VERSION = 1
@@ -182,9 +184,15 @@ def load_checkpoint(directory: Path, *, map_location: str | torch.device = "cpu"
 
 
 def load_model(
-    directory: Path, *, map_location: str | torch.device = "cpu"
-) -> tuple[TaskModel, Checkpoint]:
-    """The :class:`TaskModel` stored in ``directory`` (in eval mode) and its checkpoint.
+    directory: Path,
+    *,
+    map_location: str | torch.device = "cpu",
+    build: Callable[[Config, TaskSpec], nn.Module] = build_for_spec,
+) -> tuple[nn.Module, Checkpoint]:
+    """The model stored in ``directory`` (in eval mode) and its checkpoint: a
+    :class:`~selfattn.tasks.TaskModel`, or a
+    :class:`~selfattn.models.seq2seq.Seq2SeqTransformer` for a seq2seq task; ``build``
+    makes the empty model the weights are loaded into.
 
     Raises:
         ValueError: as :func:`load_checkpoint`, or the checkpoint has no task spec.
@@ -192,7 +200,7 @@ def load_model(
     checkpoint = load_checkpoint(directory, map_location=map_location)
     if checkpoint.spec is None:
         raise ValueError(f"{directory}: the checkpoint has no task spec to rebuild the model")
-    model = build_model_from_spec(checkpoint.config.model, checkpoint.spec)
+    model = build(checkpoint.config, checkpoint.spec)
     model.load_state_dict(checkpoint.model_state)
     return model.to(map_location).eval(), checkpoint
 

@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from selfattn.tasks.config import ModelConfig
+from selfattn.tasks.seq2seq_config import Seq2SeqConfig
 
 Schedule = Literal["linear", "cosine", "constant"]
 DeviceName = Literal["cpu", "cuda", "auto"]
+DataTask = Literal["auto", "seq2seq"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class DataConfig:
         lowercase: lowercase text before building the vocabulary.
         min_freq: words seen fewer times in training become the unknown word.
         bpe_vocab_size: split words into this many byte-pair units; ``None``: whole words.
+            For seq2seq text, one subword vocabulary is learned on both sides.
+        task: ``auto`` (a recipe knows its task; a user's file is read by its extension)
+            or ``seq2seq`` (a user's file holds ``source<TAB>target`` lines).
     """
 
     dataset: str
@@ -55,6 +60,7 @@ class DataConfig:
     lowercase: bool = False
     min_freq: int = 1
     bpe_vocab_size: int | None = None
+    task: DataTask = "auto"
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_len", "min_freq"):
@@ -119,10 +125,16 @@ class Config:
     data: DataConfig
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    seq2seq: Seq2SeqConfig = field(default_factory=Seq2SeqConfig)
     run_dir: Path = Path("runs/run")
 
 
-SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+SECTIONS: dict[str, type] = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "train": TrainConfig,
+    "seq2seq": Seq2SeqConfig,
+}
 _TOP_LEVEL = ("run_dir",)
 
 
@@ -322,6 +334,7 @@ __all__ = [
     "DeviceName",
     "ModelConfig",
     "Schedule",
+    "Seq2SeqConfig",
     "TrainConfig",
     "apply_override",
     "config_from_dict",

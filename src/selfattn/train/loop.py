@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import random
 import time
 import warnings
@@ -32,12 +31,10 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import nn
 from tqdm import tqdm
 
-from selfattn.data.types import Batch
-from selfattn.tasks.model import TaskModel, TaskSpec, build_model_from_spec
+from selfattn.tasks.model import TaskSpec
 from selfattn.train.checkpoint import (
     load_checkpoint,
     save_checkpoint,
@@ -45,10 +42,11 @@ from selfattn.train.checkpoint import (
     write_atomic,
 )
 from selfattn.train.config import Config, config_to_dict, config_to_toml
+from selfattn.train.objectives import objective_for
 from selfattn.train.optim import WarmupDecay, build_optimizer, build_scheduler
 
-TrainBatches = Callable[[int], Iterable[Batch]]
-DevBatches = Callable[[], Iterable[Batch]]
+TrainBatches = Callable[[int], Iterable[Any]]
+DevBatches = Callable[[], Iterable[Any]]
 
 METRICS_FILE = "metrics.jsonl"
 #: Fields of a metrics line that measure the machine, not the model (they differ run to run).
@@ -67,7 +65,7 @@ class TrainResult:
         run_dir: where checkpoints and metrics are.
     """
 
-    model: TaskModel
+    model: nn.Module
     history: list[dict[str, Any]]
     best: dict[str, Any] | None
     stopped_early: bool
@@ -88,59 +86,6 @@ def train(
     """Train the model of ``config.model`` for ``spec``; see :class:`Trainer`."""
     trainer = Trainer(config, spec, train_batches, dev_batches, vocabs=vocabs, progress=progress)
     return trainer.run(resume=resume, overwrite=overwrite)
-
-
-def compute_loss(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0) -> Tensor:
-    """Mean cross-entropy over labelled positions (``-100`` is ignored).
-
-    Args:
-        logits: ``(B, L, C)`` (token task) or ``(B, C)`` (sequence task).
-        labels: ``(B, L)`` or ``(B,)``.
-        label_smoothing: ε.
-    """
-    return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(),
-        labels.reshape(-1),
-        ignore_index=-100,
-        label_smoothing=label_smoothing,
-    )
-
-
-@torch.no_grad()
-def evaluate(
-    model: nn.Module, batches: Iterable[Batch], *, device: torch.device | str | None = None
-) -> dict[str, float]:
-    """Loss and accuracy of ``model`` on ``batches``.
-
-    For a token task both are over real (labelled) positions: token accuracy.
-
-    Returns:
-        ``{"loss": mean cross-entropy, "accuracy": fraction correct, "count": labels}``.
-    """
-    if device is None:
-        device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    loss_sum, correct, count = 0.0, 0, 0
-    for batch in batches:
-        batch = batch.to(device)
-        logits = model(batch).float()
-        labels = batch.labels
-        real = labels != -100
-        loss_sum += float(
-            F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]),
-                labels.reshape(-1),
-                ignore_index=-100,
-                reduction="sum",
-            )
-        )
-        correct += int(((logits.argmax(-1) == labels) & real).sum())
-        count += int(real.sum())
-    model.train(was_training)
-    if count == 0:
-        return {"loss": math.nan, "accuracy": math.nan, "count": 0}
-    return {"loss": loss_sum / count, "accuracy": correct / count, "count": count}
 
 
 def seed_everything(seed: int) -> None:
@@ -187,6 +132,7 @@ class Trainer:
         self.dev_batches = dev_batches
         self.vocabs = vocabs or {}
         self.progress = progress
+        self.objective = objective_for(config, spec)
         self.run_dir = Path(config.run_dir)
         self.device = resolve_device(config.train.device)
         self.amp_dtype: torch.dtype | None = None
@@ -219,12 +165,12 @@ class Trainer:
         if not resume:
             self._claim_run_dir(overwrite)
         seed_everything(train_config.seed)
-        model = build_model_from_spec(self.config.model, self.spec).to(self.device)
+        model = self.objective.build().to(self.device)
         optimizer = build_optimizer(model, train_config)
         scaler = (
             torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
         )  # bf16 needs no loss scaling
-        first_epoch: Iterable[Batch] | None = None
+        first_epoch: Iterable[Any] | None = None
         if resume:
             checkpoint = load_checkpoint(self.run_dir / "last", map_location=self.device)
             self._check_compatible(checkpoint.config, checkpoint.spec)
@@ -289,11 +235,11 @@ class Trainer:
 
     def _epoch(
         self,
-        model: TaskModel,
+        model: nn.Module,
         optimizer: torch.optim.Optimizer,
         scheduler: torch.optim.lr_scheduler.LambdaLR,
         scaler: torch.amp.GradScaler | None,
-        batches: Iterable[Batch],
+        batches: Iterable[Any],
         state: dict[str, Any],
         bar: tqdm,
     ) -> dict[str, Any]:
@@ -304,7 +250,7 @@ class Trainer:
         model.train()
         for batch in batches:
             batch = batch.to(self.device)
-            loss = self._step(model, optimizer, scaler, batch)
+            loss = self._step(model, optimizer, scaler, batch, state["step"])
             scheduler.step()
             state["step"] += 1
             n = int((batch.labels != -100).sum())
@@ -322,7 +268,7 @@ class Trainer:
             "lr": scheduler.get_last_lr()[0],
         }
         if self.dev_batches is not None:
-            dev = evaluate(model, self.dev_batches(), device=self.device)
+            dev = self.objective.evaluate(model, self.dev_batches(), device=self.device)
             line.update({f"dev_{key}": value for key, value in dev.items()})
             score = dev["accuracy"]
         else:
@@ -342,10 +288,11 @@ class Trainer:
 
     def _step(
         self,
-        model: TaskModel,
+        model: nn.Module,
         optimizer: torch.optim.Optimizer,
         scaler: torch.amp.GradScaler | None,
-        batch: Batch,
+        batch: Any,
+        step: int,
     ) -> float:
         """One optimizer step on ``batch``; returns its (smoothed) loss."""
         train_config = self.config.train
@@ -355,8 +302,7 @@ class Trainer:
             else contextlib.nullcontext()
         )
         with autocast:
-            logits = model(batch)
-        loss = compute_loss(logits, batch.labels, train_config.label_smoothing)
+            loss = self.objective.loss(model, batch, step)
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None:
             scaler.scale(loss).backward()
@@ -376,7 +322,7 @@ class Trainer:
 
     def _save(
         self,
-        model: TaskModel,
+        model: nn.Module,
         optimizer: torch.optim.Optimizer,
         scheduler: torch.optim.lr_scheduler.LambdaLR,
         scaler: torch.amp.GradScaler | None,
@@ -410,7 +356,8 @@ class Trainer:
 
     def _check_compatible(self, stored: Config, spec: TaskSpec | None) -> None:
         """A resumed run must build the same model; other changes only warn."""
-        if stored.model != self.config.model or spec != self.spec:
+        same_model = stored.model == self.config.model and stored.seq2seq == self.config.seq2seq
+        if not same_model or spec != self.spec:
             raise ValueError(
                 f"{self.run_dir / 'last'} holds a different model (model config or task "
                 "spec differ); resume with the configuration it was started with"

@@ -8,6 +8,7 @@ evaluate or tag new input.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,16 @@ from selfattn.data import (
 )
 from selfattn.data.formats import tokenize
 from selfattn.tasks import TaskModel, TaskSpec
-from selfattn.train.checkpoint import load_model
+from selfattn.train.checkpoint import MANIFEST, load_model
 from selfattn.train.config import Config
-from selfattn.train.loop import TrainResult, evaluate, train
+from selfattn.train.loop import TrainResult, train
+from selfattn.train.objectives import evaluate
+from selfattn.train.seq2seq_pipeline import (
+    Seq2SeqPredictor,
+    Seq2SeqPrepared,
+    load_seq2seq_splits,
+    prepare_seq2seq,
+)
 
 EVAL_BATCH_SIZE = 64
 
@@ -68,8 +76,16 @@ class Prepared:
         return [self.collator(group) for group in batches(examples, EVAL_BATCH_SIZE, shuffle=False)]
 
 
-def prepare(config: Config) -> Prepared:
+def is_seq2seq(config: Config) -> bool:
+    """Whether ``config`` trains an encoder–decoder (a seq2seq recipe, or data.task)."""
+    recipe = RECIPES.get(config.data.dataset)
+    return config.data.task == "seq2seq" or (recipe is not None and recipe.task == "seq2seq")
+
+
+def prepare(config: Config) -> Prepared | Seq2SeqPrepared:
     """Load ``config.data.dataset`` and build vocabularies from its training split."""
+    if is_seq2seq(config):
+        return prepare_seq2seq(config, load_seq2seq_splits(config))
     data = config.data
     splits = load_dataset(data.dataset, dev=data.dev, test=data.test)
     if not splits.train:
@@ -117,13 +133,13 @@ def prepare(config: Config) -> Prepared:
 
 def run(
     config: Config, *, resume: bool = False, overwrite: bool = False, progress: bool = True
-) -> tuple[TrainResult, Prepared]:
+) -> tuple[TrainResult, Prepared | Seq2SeqPrepared]:
     """Train the model ``config`` describes on its dataset; checkpoints go to ``run_dir``."""
     prepared = prepare(config)
     seed, size = config.train.seed, config.data.batch_size
     train_split = prepared.splits.train
 
-    def train_batches(epoch: int) -> list[Batch]:
+    def train_batches(epoch: int) -> list[Any]:
         groups = batches(train_split, size, shuffle=True, seed=seed * 1000 + epoch)
         return [prepared.collator(group) for group in groups]
 
@@ -141,6 +157,27 @@ def run(
     return result, prepared
 
 
+def checkpoint_task(checkpoint_dir: str | Path) -> str:
+    """The task (``token``, ``sequence``, ``seq2seq``) a run or checkpoint folder holds."""
+    directory = Path(checkpoint_dir)
+    if (directory / "best").is_dir():
+        directory = directory / "best"
+    manifest = directory / MANIFEST
+    if not manifest.is_file():
+        raise ValueError(f"{directory}: no checkpoint here ({MANIFEST} is missing)")
+    try:
+        return str(json.loads(manifest.read_text(encoding="utf-8"))["vocabs"]["task"])
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ValueError(f"{manifest}: unreadable checkpoint manifest ({error})") from None
+
+
+def load_predictor(checkpoint_dir: str | Path) -> Predictor | Seq2SeqPredictor:
+    """The predictor for what ``checkpoint_dir`` holds."""
+    if checkpoint_task(checkpoint_dir) == "seq2seq":
+        return Seq2SeqPredictor(checkpoint_dir)
+    return Predictor(checkpoint_dir)
+
+
 class Predictor:
     """A trained checkpoint with its vocabularies: evaluate splits, label new input."""
 
@@ -148,8 +185,10 @@ class Predictor:
         directory = Path(checkpoint_dir)
         if (directory / "best").is_dir():  # a run folder: use its best checkpoint
             directory = directory / "best"
-        self.model: TaskModel
-        self.model, checkpoint = load_model(directory)
+        model, checkpoint = load_model(directory)
+        if not isinstance(model, TaskModel):
+            raise ValueError(f"{directory}: a seq2seq checkpoint; use Seq2SeqPredictor")
+        self.model: TaskModel = model
         self.config = checkpoint.config
         stored = checkpoint.vocabs
         if "labels" not in stored:

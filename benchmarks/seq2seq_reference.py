@@ -1,0 +1,223 @@
+"""Our encoder–decoder against ``torch.nn.Transformer``, trained by the same loop.
+
+Two models of the same size are trained on the same data with the same loop
+(:class:`selfattn.train.loop.Trainer`: AdamW, warm-up and decay, clipping, the same
+batches in the same order, the same seed): ours, and one whose encoder and decoder stacks
+are ``torch.nn.TransformerEncoder`` / ``torch.nn.TransformerDecoder`` (pre-LN, with a final
+norm, as ours) behind the same embeddings, sinusoidal positions and tied output layer.
+Both are then decoded greedily on the test split, without a KV cache (torch's decoder
+has none) — and ours also with its cache. The table gives BLEU / chrF (sacrebleu), the
+median training step time and decoding speed, with the ratios ours ÷ torch.
+
+Usage::
+
+    python benchmarks/seq2seq_reference.py                          # translate-de-en, config epochs
+    python benchmarks/seq2seq_reference.py --set train.epochs=2     # a shorter budget
+    python benchmarks/seq2seq_reference.py --config configs/convex_hull.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from selfattn.attention.cache import DecoderCache
+from selfattn.data.collate import batches
+from selfattn.models.decoder import DecoderOutput
+from selfattn.models.encoder import EncoderOutput
+from selfattn.models.seq2seq import Seq2SeqTransformer
+from selfattn.positional import build_positional
+from selfattn.tasks.model import TaskSpec
+from selfattn.train.config import Config, load_config
+from selfattn.train.loop import Trainer
+from selfattn.train.objectives import Seq2SeqTraining, build_for_spec
+from selfattn.train.pipeline import load_seq2seq_splits
+from selfattn.train.seq2seq_pipeline import Seq2SeqPredictor, prepare_seq2seq
+
+
+class TorchEncoder(nn.Module):
+    """``nn.TransformerEncoder`` behind our :class:`~selfattn.models.Encoder`'s interface."""
+
+    def __init__(self, ours: nn.Module, config: Config, max_len: int) -> None:
+        super().__init__()
+        model = config.model
+        self.absolute = (
+            build_positional(
+                model.positional,
+                embed_dim=model.embed_dim,
+                num_heads=model.num_heads,
+                max_len=max_len,
+            )
+            if getattr(ours, "absolute", None) is not None and model.positional
+            else None
+        )
+        self.dropout = nn.Dropout(model.dropout)
+        layer = nn.TransformerEncoderLayer(
+            model.embed_dim,
+            model.num_heads,
+            model.ffn_dim,
+            dropout=model.dropout,
+            batch_first=True,
+            norm_first=model.norm_first,
+        )
+        self.stack = nn.TransformerEncoder(
+            layer,
+            model.num_layers,
+            norm=nn.LayerNorm(model.embed_dim) if model.norm_first else None,
+            enable_nested_tensor=False,
+        )
+        self.norm = None  # the final norm lives inside the torch stack
+
+    def forward(self, x: Tensor, *, key_padding_mask: Tensor | None = None, **_: Any) -> Any:
+        if self.absolute is not None:
+            x = self.absolute(x)
+        x = self.dropout(x)
+        out = self.stack(x, src_key_padding_mask=key_padding_mask)
+        return EncoderOutput(out, [x, out], None)
+
+
+class TorchDecoder(nn.Module):
+    """``nn.TransformerDecoder`` behind our :class:`~selfattn.models.Decoder`'s interface."""
+
+    def __init__(self, config: Config, num_layers: int, max_len: int) -> None:
+        super().__init__()
+        model = config.model
+        self.absolute = (
+            build_positional(
+                model.positional,
+                embed_dim=model.embed_dim,
+                num_heads=model.num_heads,
+                max_len=max_len,
+            )
+            if model.positional
+            else None
+        )
+        self.dropout = nn.Dropout(model.dropout)
+        layer = nn.TransformerDecoderLayer(
+            model.embed_dim,
+            model.num_heads,
+            model.ffn_dim,
+            dropout=model.dropout,
+            batch_first=True,
+            norm_first=model.norm_first,
+        )
+        self.stack = nn.TransformerDecoder(
+            layer, num_layers, norm=nn.LayerNorm(model.embed_dim) if model.norm_first else None
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        *,
+        self_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        causal: bool = True,
+        need_weights: bool = False,
+        cache: DecoderCache | None = None,
+        **_: Any,
+    ) -> DecoderOutput:
+        if cache is not None:
+            raise ValueError("torch.nn.TransformerDecoder has no KV cache")
+        if need_weights:
+            raise ValueError("torch.nn.TransformerDecoder does not return attention weights")
+        if self.absolute is not None:
+            x = self.absolute(x)
+        x = self.dropout(x)
+        length = x.shape[1]
+        mask = nn.Transformer.generate_square_subsequent_mask(length, device=x.device)
+        out = self.stack(
+            x,
+            memory,
+            tgt_mask=mask if causal else None,
+            tgt_is_causal=causal,
+            tgt_key_padding_mask=self_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+        )
+        return DecoderOutput(out, [x, out])
+
+
+class TorchStacks(Seq2SeqTraining):
+    """Builds our model, then swaps its stacks for torch's."""
+
+    def build(self) -> nn.Module:
+        model = super().build()
+        assert isinstance(model, Seq2SeqTransformer) and self.run is not None
+        settings = self.run.seq2seq
+        layers = settings.decoder_layers or self.run.model.num_layers
+        model.encoder = TorchEncoder(model.encoder, self.run, model.max_len + 2)  # type: ignore[assignment]
+        model.decoder = TorchDecoder(self.run, layers, model.max_len + 2)  # type: ignore[assignment]
+        return model
+
+
+def train_one(config: Config, prepared: Any, reference: bool) -> tuple[Path, float]:
+    """Train with the library's loop; returns the run folder and the median step time."""
+    size, seed = config.data.batch_size, config.train.seed
+
+    def train_batches(epoch: int) -> list[Any]:
+        groups = batches(prepared.splits.train, size, shuffle=True, seed=seed * 1000 + epoch)
+        return [prepared.collator(group) for group in groups]
+
+    dev = prepared.batches_of(prepared.splits.dev)
+    trainer = Trainer(config, prepared.spec, train_batches, lambda: dev, vocabs=prepared.vocabs())
+    if reference:
+        trainer.objective = TorchStacks(
+            config.seq2seq, config.train.label_smoothing, run=config, spec=prepared.spec
+        )
+    result = trainer.run(overwrite=True)
+    history = result.history
+    steps = [
+        line["seconds"] / max(1, line["step"] - previous["step"])
+        for previous, line in zip([{"step": 0}, *history], history, strict=False)
+    ]
+    return result.run_dir, statistics.median(steps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=Path("configs/translate_de_en.toml"))
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    rows = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for name, reference in (("selfattn", False), ("torch.nn", True)):
+            config = load_config(args.config, [*args.overrides, f"run_dir={folder}/{name}"])
+            prepared = prepare_seq2seq(config, load_seq2seq_splits(config))
+            run_dir, step = train_one(config, prepared, reference)
+            predictor = Seq2SeqPredictor(
+                run_dir, build=_torch_stacks if reference else build_for_spec
+            )
+            started = time.perf_counter()
+            metrics = predictor.evaluate("test", "greedy", use_cache=False)
+            metrics["decode_s"] = time.perf_counter() - started
+            if not reference:
+                metrics["cached_sentences_per_s"] = predictor.evaluate("test", "greedy")[
+                    "sentences_per_s"
+                ]
+            metrics["step_s"] = step
+            rows[name] = metrics
+    ours, ref = rows["selfattn"], rows["torch.nn"]
+    keys = [k for k in ("bleu", "chrf", "exact_match", "hull_coverage") if k in ours]
+    print(f"{'':<22}{'selfattn':>12}{'torch.nn':>12}{'ours/torch':>12}")
+    for key in [*keys, "step_s", "sentences_per_s"]:
+        ratio = ours[key] / ref[key] if ref[key] else float("nan")
+        print(f"{key:<22}{ours[key]:>12.4f}{ref[key]:>12.4f}{ratio:>12.3f}")
+    print(f"{'cached sentences/s':<22}{ours['cached_sentences_per_s']:>12.2f}")
+
+
+def _torch_stacks(config: Config, spec: TaskSpec) -> nn.Module:
+    """The reference model (the checkpoint's recipe names only ours)."""
+    return TorchStacks(config.seq2seq, config.train.label_smoothing, run=config, spec=spec).build()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""Seq2seq from a config to a trained checkpoint and back (lecture 001 §3–5).
+
+``prepare_seq2seq`` builds the vocabularies (words, or one BPE vocabulary learned on
+both sides) and the collator; :class:`Seq2SeqPredictor` reloads a checkpoint, decodes
+(greedy, beam, sampling or non-autoregressive) and scores a split: BLEU and chrF with
+sacrebleu for text targets, exact match for every target, and area coverage for the
+convex hull.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import sacrebleu
+import torch
+from tokenizers import Tokenizer
+from torch import nn
+
+from selfattn.data import DatasetSplits, Example, Vocabulary, load_dataset, tokenize
+from selfattn.data.collate import batches
+from selfattn.data.hull import hull_metrics
+from selfattn.data.seq2seq_collate import (
+    BOS,
+    EOS,
+    Seq2SeqBatch,
+    Seq2SeqCollator,
+    target_vocabulary,
+)
+from selfattn.data.vocab import train_bpe
+from selfattn.decoding import (
+    DecodeResult,
+    beam_search,
+    greedy,
+    non_autoregressive,
+    sample,
+)
+from selfattn.models.seq2seq import Seq2SeqTransformer
+from selfattn.tasks.model import TaskSpec
+from selfattn.tasks.seq2seq import encode_batch
+from selfattn.train.checkpoint import load_model
+from selfattn.train.config import Config
+from selfattn.train.objectives import build_for_spec
+
+EVAL_BATCH_SIZE = 64
+Method = Literal["greedy", "beam", "sample", "nat"]
+
+
+@dataclass
+class Seq2SeqPrepared:
+    """A seq2seq dataset with its vocabularies, collator and the model's task spec."""
+
+    splits: DatasetSplits
+    source_vocab: Vocabulary | None
+    target_vocab: Vocabulary | None
+    collator: Seq2SeqCollator
+    spec: TaskSpec
+    bpe: Tokenizer | None = None
+
+    def vocabs(self) -> dict[str, Any]:
+        """The vocabularies as JSON-ready dicts, for the checkpoint."""
+        return {
+            "task": "seq2seq",
+            "input": self.splits.input,
+            "source": None if self.source_vocab is None else self.source_vocab.to_dict(),
+            "target": None if self.target_vocab is None else self.target_vocab.to_dict(),
+            "output": self.collator.target,
+            "bpe": None if self.bpe is None else self.bpe.to_str(),
+        }
+
+    def batches_of(self, examples: list[Example]) -> list[Seq2SeqBatch]:
+        """``examples`` in file order, collated for evaluation."""
+        groups = batches(examples, EVAL_BATCH_SIZE, shuffle=False)
+        return [self.collator(group) for group in groups]
+
+
+def load_seq2seq_splits(config: Config) -> DatasetSplits:
+    """The dataset of ``config``, read as seq2seq data."""
+    data = config.data
+    return load_dataset(data.dataset, dev=data.dev, test=data.test, task="seq2seq")
+
+
+def prepare_seq2seq(config: Config, splits: DatasetSplits) -> Seq2SeqPrepared:
+    """Vocabularies and collator for ``splits``.
+
+    Text: with ``data.bpe_vocab_size`` one BPE vocabulary is learned on the training
+    sources and targets together (so ``seq2seq.share_embeddings`` can share one table),
+    otherwise word vocabularies with ``data.min_freq``. Vector sources need none.
+    """
+    data, output = config.data, config.seq2seq.output
+    if not splits.train:
+        raise ValueError(f"dataset {data.dataset!r} has no training examples")
+    bpe = None
+    text = splits.input == "text"
+    if text and data.bpe_vocab_size is not None:
+        corpus = [" ".join(e.tokens or ()) for e in splits.train]
+        corpus += [" ".join(e.label) for e in splits.train]
+        bpe = train_bpe(
+            corpus, data.bpe_vocab_size, lowercase=data.lowercase, extra_specials=(BOS, EOS)
+        )
+        splits.train, splits.dev, splits.test = (
+            [bpe_pair(e, bpe) for e in part] for part in (splits.train, splits.dev, splits.test)
+        )
+    source_vocab = target_vocab = None
+    if text:
+        sources = [e.tokens or () for e in splits.train]
+        targets = [tuple(e.label) for e in splits.train]
+        if bpe is not None:
+            shared = Vocabulary(t for t, _ in sorted(bpe.get_vocab().items(), key=_by_id)[2:])
+            source_vocab = target_vocab = shared
+        else:
+            source_vocab = Vocabulary.build(
+                sources, min_freq=data.min_freq, lowercase=data.lowercase
+            )
+            if output != "pointer":
+                target_vocab = target_vocabulary(targets, min_freq=data.min_freq)
+    elif output == "copy":
+        raise ValueError("seq2seq.output = 'copy' copies source words: it needs text input")
+    elif output == "vocab":
+        targets = [tuple(e.label) for e in splits.train]
+        target_vocab = target_vocabulary(targets, min_freq=1)
+    if output == "pointer" and target_vocab is not None:
+        target_vocab = None
+    longest = max(max(len(e), len(e.label)) for e in splits.train + splits.dev + splits.test)
+    features = splits.train[0].features
+    spec = TaskSpec(
+        task="seq2seq",
+        num_labels=0 if target_vocab is None else len(target_vocab),
+        vocab_size=None if source_vocab is None else len(source_vocab),
+        feature_dim=None if features is None else int(features.shape[1]),
+        max_len=max(longest, data.max_len),
+    )
+    collator = Seq2SeqCollator(
+        source_vocab,
+        target_vocab,
+        target=output,
+        max_source_len=spec.max_len,
+        max_target_len=spec.max_len,
+    )
+    return Seq2SeqPrepared(splits, source_vocab, target_vocab, collator, spec, bpe)
+
+
+def _by_id(item: tuple[str, int]) -> int:
+    return item[1]
+
+
+def bpe_pair(example: Example, bpe: Tokenizer) -> Example:
+    """Source and target split into subwords; the original target kept for scoring."""
+    source = example.tokens or ()
+    pieces = tuple(bpe.encode(list(source), is_pretokenized=True).tokens) if source else ()
+    target = tuple(bpe.encode(list(example.label), is_pretokenized=True).tokens)
+    return Example(pieces, example.features, target, example.source)
+
+
+@dataclass
+class Decoded:
+    """Decoded outputs of a list of examples, in order."""
+
+    tokens: list[list[str]]
+    seconds: float
+    scores: list[float] = field(default_factory=list)
+
+
+class Seq2SeqPredictor:
+    """A trained seq2seq checkpoint: decode new sources, score a split."""
+
+    def __init__(
+        self,
+        checkpoint_dir: str | Path,
+        *,
+        build: Callable[[Config, TaskSpec], nn.Module] = build_for_spec,
+    ) -> None:
+        directory = Path(checkpoint_dir)
+        if (directory / "best").is_dir():
+            directory = directory / "best"
+        model, checkpoint = load_model(directory, build=build)
+        if not isinstance(model, Seq2SeqTransformer):
+            raise ValueError(f"{directory}: not a seq2seq checkpoint")
+        self.model = model
+        self.config: Config = checkpoint.config
+        stored = checkpoint.vocabs
+        self.input = stored["input"]
+        self.bpe = Tokenizer.from_str(stored["bpe"]) if stored.get("bpe") else None
+        source = Vocabulary.from_dict(stored["source"]) if stored.get("source") else None
+        target = Vocabulary.from_dict(stored["target"]) if stored.get("target") else None
+        assert checkpoint.spec is not None
+        self.max_len = checkpoint.spec.max_len
+        self.collator = Seq2SeqCollator(
+            source,
+            target,
+            target=stored["output"],
+            max_source_len=self.max_len,
+            max_target_len=self.max_len,
+        )
+
+    # ------------------------------------------------------------------ decoding
+
+    def example(self, text: str, origin: str = "<input>") -> Example:
+        """An unlabelled source from text (a dummy one-token target)."""
+        if self.input != "text":
+            raise ValueError("this model reads vectors, not text")
+        tokens = tuple(tokenize(text))
+        if not tokens:
+            raise ValueError(f"{origin}: empty input")
+        if self.bpe is not None:
+            tokens = tuple(self.bpe.encode(list(tokens), is_pretokenized=True).tokens)
+        return Example(tokens, None, ("<unk>",), origin)
+
+    @torch.no_grad()
+    def decode(
+        self,
+        examples: list[Example],
+        method: Method = "greedy",
+        *,
+        beam_size: int | None = None,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        length_scale: float = 1.0,
+        seed: int = 0,
+        batch_size: int = EVAL_BATCH_SIZE,
+        use_cache: bool = True,
+    ) -> Decoded:
+        """Decode ``examples`` (their targets are ignored) with ``method``.
+
+        ``use_cache=False`` recomputes the whole prefix at every greedy step (the
+        reference the KV cache is checked and timed against).
+        """
+        settings = self.config.seq2seq
+        generator = torch.Generator().manual_seed(seed)
+        tokens: list[list[str]] = []
+        scores: list[float] = []
+        started = time.perf_counter()
+        for group in batches(examples, batch_size, shuffle=False):
+            batch = self.collator(group)
+            encoded = encode_batch(self.model, batch)
+            longest = int((~batch.source_padding).sum(1).max())
+            max_len = min(int(settings.max_output_ratio * longest) + 10, self.max_len)
+            extended = batch.num_extended
+            result: DecodeResult
+            if method == "greedy":
+                result = greedy(
+                    self.model,
+                    encoded,
+                    max_len=max_len,
+                    num_extended=extended,
+                    use_cache=use_cache,
+                )
+            elif method == "beam":
+                result = beam_search(
+                    self.model,
+                    encoded,
+                    beam_size=beam_size or settings.beam_size,
+                    max_len=max_len,
+                    length_penalty=settings.length_penalty,
+                    num_extended=extended,
+                )
+            elif method == "sample":
+                result = sample(
+                    self.model,
+                    encoded,
+                    max_len=max_len,
+                    temperature=temperature,
+                    top_k=top_k,
+                    top_p=top_p,
+                    generator=generator,
+                    num_extended=extended,
+                )
+            elif method == "nat":
+                result = non_autoregressive(
+                    self.model, encoded, length_scale=length_scale, num_extended=extended
+                )
+            else:
+                raise ValueError(f"unknown decoding {method!r}; choose greedy, beam, sample, nat")
+            for row, ids in enumerate(result.tokens):
+                words = batch.extended[row] if batch.extended else []
+                tokens.append(self.collator.decode_target(ids, words))
+            scores.extend(float(s) for s in result.score.tolist())
+        return Decoded(tokens, time.perf_counter() - started, scores)
+
+    def detokenize(self, tokens: list[str]) -> str:
+        """Output tokens as text (BPE pieces merged back into words)."""
+        if self.bpe is not None:
+            return str(self.bpe.decoder.decode(tokens)).strip()
+        return " ".join(tokens)
+
+    def translate(
+        self, text: str, method: Method = "greedy", *, origin: str = "<input>", **options: Any
+    ) -> str:
+        """Decode one source sentence to text."""
+        decoded = self.decode([self.example(text, origin)], method, **options)
+        return self.detokenize(decoded.tokens[0])
+
+    # ------------------------------------------------------------------ scoring
+
+    def evaluate(
+        self, split: str = "test", method: Method = "greedy", **options: Any
+    ) -> dict[str, float]:
+        """Decode a split of the training dataset and score it.
+
+        Returns:
+            ``exact_match`` (whole output equals the reference), ``sentences_per_s``,
+            ``count``; ``bleu`` and ``chrf`` (sacrebleu, on the detokenised text) for text
+            targets; ``hull_coverage`` (mean area coverage) for the convex hull.
+        """
+        if split not in ("train", "dev", "test"):
+            raise ValueError(f"unknown split {split!r}; choose train, dev or test")
+        splits = load_seq2seq_splits(self.config)
+        examples = getattr(splits, split)
+        if not examples:
+            raise ValueError(f"dataset {self.config.data.dataset!r} has no {split} split")
+        references = [list(e.label) for e in examples]
+        if self.bpe is not None:
+            bpe = self.bpe
+            examples = [bpe_pair(e, bpe) for e in examples]
+        decoded = self.decode(examples, method, **options)
+        metrics: dict[str, float] = {
+            "exact_match": sum(
+                self.detokenize(h) == " ".join(r)
+                for h, r in zip(decoded.tokens, references, strict=True)
+            )
+            / len(examples),
+            "sentences_per_s": len(examples) / max(decoded.seconds, 1e-9),
+            "count": float(len(examples)),
+        }
+        if self.collator.target == "pointer":
+            coverage = []
+            for example, hypothesis in zip(examples, decoded.tokens, strict=True):
+                assert example.features is not None
+                if example.features.shape[1] != 2:
+                    break
+                indices = [int(t) for t in hypothesis if t.isdigit()]
+                coverage.append(hull_metrics(example.features, indices)[1])
+            if coverage:
+                metrics["hull_coverage"] = sum(coverage) / len(coverage)
+        else:
+            hypotheses = [self.detokenize(h) for h in decoded.tokens]
+            gold = [[" ".join(r) for r in references]]
+            metrics["bleu"] = float(sacrebleu.corpus_bleu(hypotheses, gold).score)
+            metrics["chrf"] = float(sacrebleu.corpus_chrf(hypotheses, gold).score)
+        return metrics
