@@ -89,6 +89,9 @@ class TrainConfig:
         patience: stop after this many epochs without a better dev accuracy; ``None``:
             never stop early.
         device: ``cpu``, ``cuda``, or ``auto`` (CUDA when available).
+        threads: CPU threads for PyTorch's kernels (``None``: PyTorch's default, one per
+            core). On a small machine shared with other work, 1 avoids threads spinning
+            against each other, which can slow small models many-fold.
     """
 
     epochs: int = 10
@@ -102,8 +105,11 @@ class TrainConfig:
     seed: int = 0
     patience: int | None = None
     device: DeviceName = "auto"
+    threads: int | None = None
 
     def __post_init__(self) -> None:
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"train.threads must be >= 1 or none, got {self.threads}")
         if self.epochs < 1:
             raise ValueError(f"train.epochs must be >= 1, got {self.epochs}")
         if self.lr <= 0:

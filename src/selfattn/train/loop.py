@@ -164,6 +164,8 @@ class Trainer:
         metrics_path = self.run_dir / METRICS_FILE
         if not resume:
             self._claim_run_dir(overwrite)
+        if train_config.threads is not None:
+            torch.set_num_threads(train_config.threads)
         seed_everything(train_config.seed)
         model = self.objective.build().to(self.device)
         optimizer = build_optimizer(model, train_config)

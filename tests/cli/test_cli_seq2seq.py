@@ -1,0 +1,120 @@
+"""Seq2seq from the command line: train, resume, eval with every decoding, predict, and
+one-line errors, on a reversal task the test writes as ``source<TAB>target`` lines."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from selfattn.cli.main import main
+from selfattn.train.pipeline import Seq2SeqPredictor
+
+SYMBOLS = "a b c d e f".split()
+
+
+def _pairs(path: Path, count: int, seed: int) -> Path:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(count):
+        source = [rng.choice(SYMBOLS) for _ in range(rng.randint(2, 5))]
+        lines.append(" ".join(source) + "\t" + " ".join(reversed(source)))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _config(tmp_path: Path, run_dir: Path, *, epochs: int, extra: str = "") -> Path:
+    train = _pairs(tmp_path / "train.tsv", 400, 0)
+    dev = _pairs(tmp_path / "dev.tsv", 40, 1)
+    config = tmp_path / "reverse.toml"
+    config.write_text(
+        f"""run_dir = "{run_dir}"
+
+[data]
+dataset = "{train}"
+dev = "{dev}"
+test = "{dev}"
+task = "seq2seq"
+batch_size = 32
+max_len = 12
+
+[model]
+embed_dim = 32
+num_heads = 2
+num_layers = 2
+ffn_dim = 64
+dropout = 0.0
+
+[seq2seq]
+nat = true
+{extra}
+
+[train]
+epochs = {epochs}
+lr = 3e-3
+warmup_steps = 10
+seed = 0
+device = "cpu"
+threads = 1
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+@pytest.mark.slow
+def test_train_resume_eval_predict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    config = _config(tmp_path, run_dir, epochs=2)
+    assert main(["train", str(config), "--no-progress"]) == 0
+    assert main(["train", str(config), "--resume", "--set", "train.epochs=3", "--no-progress"]) == 0
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3]
+    capsys.readouterr()
+
+    results = {}
+    for flags in (["--greedy"], ["--beam", "3"], ["--nat"], ["--sample", "--temperature", "0.5"]):
+        assert main(["eval", str(run_dir), *flags]) == 0
+        metrics = json.loads(capsys.readouterr().out)
+        assert {"bleu", "chrf", "exact_match", "sentences_per_s"} <= set(metrics)
+        assert 0.0 <= metrics["bleu"] <= 100.0 and metrics["count"] == 40
+        results[metrics["decoding"]] = metrics
+    assert set(results) == {"greedy", "beam", "nat", "sample"}
+
+    assert main(["predict", str(run_dir), "a b c", "--beam", "2"]) == 0
+    output = capsys.readouterr().out.strip()
+    assert output and all(word in SYMBOLS for word in output.split())
+    # The predictor and the command line agree.
+    predictor = Seq2SeqPredictor(run_dir)
+    assert predictor.translate("a b c", "beam", beam_size=2) == output
+
+
+def test_malformed_parallel_line_is_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, tmp_path / "run", epochs=1)
+    (tmp_path / "train.tsv").write_text("a b\tb a\nno tab here\n", encoding="utf-8")
+    assert main(["train", str(config), "--no-progress"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "train.tsv:2" in error
+
+
+def test_unknown_seq2seq_key_lists_valid_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, tmp_path / "run", epochs=1, extra="beams = 3")
+    assert main(["train", str(config), "--no-progress"]) == 2
+    error = capsys.readouterr().err
+    assert "seq2seq.beams" in error and "beam_size" in error
+
+
+def test_nat_decoding_without_length_predictor_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, tmp_path / "run", epochs=1)
+    text = config.read_text().replace("nat = true", 'nat = false\ndecoding = "nat"')
+    config.write_text(text)
+    assert main(["train", str(config), "--no-progress"]) == 2
+    assert "seq2seq.nat = true" in capsys.readouterr().err
