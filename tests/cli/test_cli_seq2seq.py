@@ -12,7 +12,7 @@ import pytest
 from selfattn.cli.main import main
 from selfattn.train.pipeline import Seq2SeqPredictor
 
-SYMBOLS = "a b c d e f".split()
+SYMBOLS = ["a", "b", "c", "d", "e", "f"]
 
 
 def _pairs(path: Path, count: int, seed: int) -> Path:
