@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from selfattn.train.config import load_config
-from selfattn.train.pipeline import Predictor, Seq2SeqPredictor, load_predictor, run
+from selfattn.train.pipeline import Seq2SeqPredictor, load_predictor, run
 from selfattn.viz import plot_attention
 
 
@@ -153,8 +153,15 @@ def add_attention_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_attention(args: argparse.Namespace) -> int:
-    """Write every layer's and head's attention map for the sentence as one image."""
-    predictor = Predictor(args.checkpoint)
+    """Write every layer's and head's attention map for the sentence as one image (for
+    seq2seq: the decoder's cross-attention from its output to the source)."""
+    loaded = load_predictor(args.checkpoint)
+    if isinstance(loaded, Seq2SeqPredictor):
+        maps, source, output = loaded.cross_attention_maps(args.text)
+        path = plot_attention(maps, output, args.output, title=args.text, key_tokens=source)
+        print(f"wrote {path} ({len(maps)} decoder layers × {maps[0].shape[0]} heads)")
+        return 0
+    predictor = loaded
     example = predictor.example(args.text)
     maps = predictor.attention_maps(example)
     path = plot_attention(maps, list(example.tokens or ()), args.output, title=args.text)

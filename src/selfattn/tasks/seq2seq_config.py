@@ -48,6 +48,7 @@ class Seq2SeqConfig:
         decoding: default decoding of ``selfattn eval`` / ``predict``.
         beam_size: beam width for ``beam`` decoding.
         length_penalty: α of the beam's length normalisation.
+        no_repeat_ngram: beam search never repeats an n-gram of this size (0: off).
         max_output_ratio: decoding stops after ``ratio × source length + 10`` tokens.
     """
 
@@ -68,6 +69,7 @@ class Seq2SeqConfig:
     decoding: DecodingName = "greedy"
     beam_size: int = 5
     length_penalty: float = 1.0
+    no_repeat_ngram: int = 0
     max_output_ratio: float = 2.0
 
     def __post_init__(self) -> None:
@@ -78,6 +80,8 @@ class Seq2SeqConfig:
                 raise ValueError(f"seq2seq.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.sampling_max <= 1.0:
             raise ValueError(f"seq2seq.sampling_max must be in [0, 1], got {self.sampling_max}")
+        if self.no_repeat_ngram < 0:
+            raise ValueError(f"seq2seq.no_repeat_ngram must be >= 0, got {self.no_repeat_ngram}")
         if self.sampling_steps < 1 or self.beam_size < 1:
             raise ValueError("seq2seq.sampling_steps and seq2seq.beam_size must be >= 1")
         if self.guided_sigma <= 0.0:

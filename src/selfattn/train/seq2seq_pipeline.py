@@ -226,7 +226,7 @@ class Seq2SeqPredictor:
     ) -> Decoded:
         """Decode ``examples`` (their targets are ignored) with ``method``.
 
-        ``use_cache=False`` recomputes the whole prefix at every greedy step (the
+        ``use_cache=False`` recomputes the whole prefix at every greedy or beam step (the
         reference the KV cache is checked and timed against).
         """
         settings = self.config.seq2seq
@@ -256,7 +256,9 @@ class Seq2SeqPredictor:
                     beam_size=beam_size or settings.beam_size,
                     max_len=max_len,
                     length_penalty=settings.length_penalty,
+                    no_repeat_ngram_size=settings.no_repeat_ngram,
                     num_extended=extended,
+                    use_cache=use_cache,
                 )
             elif method == "sample":
                 result = sample(
@@ -293,6 +295,30 @@ class Seq2SeqPredictor:
         """Decode one source sentence to text."""
         decoded = self.decode([self.example(text, origin)], method, **options)
         return self.detokenize(decoded.tokens[0])
+
+    @torch.no_grad()
+    def cross_attention_maps(
+        self, text: str, method: Method = "greedy", **options: Any
+    ) -> tuple[list[torch.Tensor], list[str], list[str]]:
+        """Decode ``text``, then read the decoder's cross-attention over the source.
+
+        Returns:
+            ``(maps, source_tokens, output_tokens)``: per decoder layer ``(H, T, S)``
+            weights, row t being output token t (the last row: EOS) attending to the source.
+        """
+        example = self.example(text)
+        output = self.decode([example], method, **options).tokens[0]
+        target = Example(example.tokens, None, tuple(output) or ("<unk>",), "<output>")
+        batch = self.collator([target])
+        if not output:  # only EOS was produced
+            batch.target_in = batch.target_in[:, :1]
+        encoded = encode_batch(self.model, batch)
+        result = self.model.decode(
+            batch.target_in, encoded, need_weights=True, num_extended=batch.num_extended
+        )
+        assert result.cross_attentions is not None
+        maps = [weights[0] for weights in result.cross_attentions]
+        return maps, list(example.tokens or ()), [*output, EOS]
 
     # ------------------------------------------------------------------ scoring
 

@@ -23,12 +23,16 @@ def plot_attention(
     *,
     title: str | None = None,
     panel_size: float = 2.4,
+    key_tokens: Sequence[str] | None = None,
 ) -> Path:
     """Write a grid of heatmaps (rows = layers, columns = heads) to ``path``.
 
     Args:
-        maps: per layer, weights ``(H, L, L)`` for one example (padding removed).
-        tokens: the L tokens, used as tick labels on both axes.
+        maps: per layer, weights ``(H, L, L)`` for one example (padding removed), or
+            ``(H, T, S)`` for cross-attention with ``key_tokens``.
+        tokens: the L (or T query) tokens, tick labels of the rows (and the columns).
+        key_tokens: the S key tokens when they differ from the queries (cross-attention:
+            a decoder's outputs attending to the source).
         path: output image; the format follows the suffix (``.png``, ``.pdf``, ``.svg``).
         title: figure title.
         panel_size: inches per panel.
@@ -38,23 +42,24 @@ def plot_attention(
     """
     if not maps:
         raise ValueError("no attention maps to plot")
-    num_heads, length = maps[0].shape[0], len(tokens)
+    keys = tokens if key_tokens is None else key_tokens
+    num_heads, length, width = maps[0].shape[0], len(tokens), len(keys)
     for layer, weights in enumerate(maps):
-        if weights.dim() != 3 or tuple(weights.shape[1:]) != (length, length):
+        if weights.dim() != 3 or tuple(weights.shape[1:]) != (length, width):
             raise ValueError(
-                f"layer {layer}: expected weights (H, {length}, {length}) for {length} tokens, "
-                f"got {tuple(weights.shape)}"
+                f"layer {layer}: expected weights (H, {length}, {width}) for {length} query "
+                f"and {width} key tokens, got {tuple(weights.shape)}"
             )
     fig = Figure(figsize=(panel_size * num_heads + 0.6, panel_size * len(maps) + 0.6))
     axes = fig.subplots(len(maps), num_heads, squeeze=False)
-    show_ticks = length <= 40  # beyond that the labels overlap into a smear
+    show_ticks = max(length, width) <= 40  # beyond that the labels overlap into a smear
     for layer, weights in enumerate(maps):
         for head in range(num_heads):
             ax = axes[layer][head]
             ax.imshow(weights[head].detach().float().cpu().numpy(), cmap="viridis", vmin=0.0)
             ax.set_title(f"layer {layer + 1} · head {head + 1}", fontsize=8)
             if show_ticks:
-                ax.set_xticks(range(length), tokens, rotation=90, fontsize=7)
+                ax.set_xticks(range(width), keys, rotation=90, fontsize=7)
                 ax.set_yticks(range(length), tokens, fontsize=7)
             else:
                 ax.set_xticks([])
