@@ -54,12 +54,15 @@ def tiny_model(
 def encoded_batch(
     model: Seq2SeqTransformer, batch: int = 3, length: int = 6
 ) -> tuple[EncodedSource, int]:
-    """Random sources (row 0 padded to half length) and the batch's ``num_extended``.
+    """Random sources of ``length`` ≤ 8 (row 0 padded to half) and ``num_extended``.
 
     In copy mode two source words of the last row are out of the target vocabulary
     (extended ids V, V + 1), so the other rows must not emit those ids.
     """
-    source = torch.randint(NUM_SPECIALS, VOCAB, (batch, length))
+    # Distinct tokens within a row: identical source tokens get identical encoder states
+    # under a relative encoding (equal values whatever the weights), so pointer scores tie.
+    symbols = VOCAB - NUM_SPECIALS
+    source = torch.stack([torch.randperm(symbols)[:length] for _ in range(batch)]) + NUM_SPECIALS
     padding = torch.zeros(batch, length, dtype=torch.bool)
     padding[0, length // 2 :] = True
     source = source.masked_fill(padding, 0)
