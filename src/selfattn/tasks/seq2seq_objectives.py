@@ -113,7 +113,8 @@ def guided_attention_loss(
         sigma: σ > 0, the width of the tolerated band as a fraction of the lengths.
 
     Returns:
-        Scalar loss in [0, 1).
+        Scalar loss. The mean runs over every (t, s) pair, as in the paper, so attention
+        rows that sum to 1 keep it below 1 / S_b rather than 1.
     """
     if sigma <= 0:
         raise ValueError(f"sigma must be > 0, got {sigma}")
