@@ -112,11 +112,15 @@ class Seq2SeqObjective:
         ratio = self.sampling_ratio(step)
         if ratio > 0:
             target_in = scheduled_sampling_inputs(model, encoded, batch, ratio)
-        regularise = config.guided_attention > 0 or config.coverage > 0
+        # Cross-attention weights cost the fused kernel: ask only when a term reads them
+        # (coverage reads the pointer / copy attention when the model has one).
+        needs_weights = config.guided_attention > 0 or (
+            config.coverage > 0 and model.output == "vocab"
+        )
         out = model.decode(
             target_in,
             encoded,
-            need_weights=regularise,
+            need_weights=needs_weights,
             num_extended=batch.num_extended,
         )
         loss = sequence_nll(out.log_probs, batch.target_out, label_smoothing=self.label_smoothing)
