@@ -83,7 +83,7 @@ def test_nat_inputs_are_bos_up_to_each_length() -> None:
 
 
 def test_config_refuses_inconsistent_settings() -> None:
-    with pytest.raises(ValueError, match="seq2seq.nat = true"):
+    with pytest.raises(ValueError, match=r"seq2seq\.nat = true"):
         Seq2SeqConfig(decoding="nat")
     with pytest.raises(ValueError, match="sampling_max"):
         Seq2SeqConfig(sampling_max=1.5)
