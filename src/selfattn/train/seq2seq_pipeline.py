@@ -330,7 +330,9 @@ class Seq2SeqPredictor:
         Returns:
             ``exact_match`` (whole output equals the reference), ``sentences_per_s``,
             ``count``; ``bleu`` and ``chrf`` (sacrebleu, on the detokenised text) for text
-            targets; ``hull_coverage`` (mean area coverage) for the convex hull.
+            targets; for the convex hull ``hull_exact`` (the right polygon, any starting
+            vertex) and ``hull_coverage`` (mean area of the predicted polygon ÷ the hull's,
+            0 for an invalid one; Vinyals et al.'s two measures).
         """
         if split not in ("train", "dev", "test"):
             raise ValueError(f"unknown split {split!r}; choose train, dev or test")
@@ -352,17 +354,18 @@ class Seq2SeqPredictor:
             "sentences_per_s": len(examples) / max(decoded.seconds, 1e-9),
             "count": float(len(examples)),
         }
-        if self.collator.target == "pointer":
-            coverage = []
-            for example, hypothesis in zip(examples, decoded.tokens, strict=True):
-                assert example.features is not None
-                if example.features.shape[1] != 2:
-                    break
-                indices = [int(t) for t in hypothesis if t.isdigit()]
-                coverage.append(hull_metrics(example.features, indices)[1])
-            if coverage:
-                metrics["hull_coverage"] = sum(coverage) / len(coverage)
-        else:
+        if self.collator.target == "pointer" and self.config.data.dataset.startswith("convex"):
+            # A set encoder cannot know which point has the smallest index, so the hull's
+            # canonical starting vertex is arbitrary to it: hull_exact accepts any rotation
+            # of the right counter-clockwise cycle; exact_match demands the canonical one.
+            scores = [
+                hull_metrics(example.features, [int(t) for t in hypothesis if t.isdigit()])
+                for example, hypothesis in zip(examples, decoded.tokens, strict=True)
+                if example.features is not None
+            ]
+            metrics["hull_exact"] = sum(exact for exact, _ in scores) / len(scores)
+            metrics["hull_coverage"] = sum(coverage for _, coverage in scores) / len(scores)
+        elif self.collator.target != "pointer":
             hypotheses = [self.detokenize(h) for h in decoded.tokens]
             gold = [[" ".join(r) for r in references]]
             metrics["bleu"] = float(sacrebleu.corpus_bleu(hypotheses, gold).score)
