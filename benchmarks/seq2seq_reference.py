@@ -34,6 +34,7 @@ from selfattn.models.decoder import DecoderOutput
 from selfattn.models.encoder import EncoderOutput
 from selfattn.models.seq2seq import Seq2SeqTransformer
 from selfattn.positional import build_positional
+from selfattn.positional.base import AbsolutePositional
 from selfattn.tasks.model import TaskSpec
 from selfattn.train.config import Config, load_config
 from selfattn.train.loop import Trainer
@@ -42,36 +43,48 @@ from selfattn.train.pipeline import load_seq2seq_splits
 from selfattn.train.seq2seq_pipeline import Seq2SeqPredictor, prepare_seq2seq
 
 
+def _absolute(config: Config, max_len: int, wanted: bool) -> nn.Module | None:
+    """The run's absolute positional encoding (torch's stacks have no relative ones)."""
+    model = config.model
+    if not wanted or model.positional is None:
+        return None
+    encoding = build_positional(
+        model.positional, embed_dim=model.embed_dim, num_heads=model.num_heads, max_len=max_len
+    )
+    if not isinstance(encoding, AbsolutePositional):
+        raise ValueError(
+            f"the torch reference adds positions to its input; model.positional = "
+            f"{model.positional!r} acts inside attention, which torch's layers cannot do"
+        )
+    return encoding
+
+
+def _layer_options(config: Config) -> dict[str, Any]:
+    model = config.model
+    return {
+        "d_model": model.embed_dim,
+        "nhead": model.num_heads,
+        "dim_feedforward": model.ffn_dim,
+        "dropout": model.dropout,
+        "batch_first": True,
+        "norm_first": model.norm_first,
+    }
+
+
+def _final_norm(config: Config) -> nn.Module | None:
+    return nn.LayerNorm(config.model.embed_dim) if config.model.norm_first else None
+
+
 class TorchEncoder(nn.Module):
     """``nn.TransformerEncoder`` behind our :class:`~selfattn.models.Encoder`'s interface."""
 
     def __init__(self, ours: nn.Module, config: Config, max_len: int) -> None:
         super().__init__()
-        model = config.model
-        self.absolute = (
-            build_positional(
-                model.positional,
-                embed_dim=model.embed_dim,
-                num_heads=model.num_heads,
-                max_len=max_len,
-            )
-            if getattr(ours, "absolute", None) is not None and model.positional
-            else None
-        )
-        self.dropout = nn.Dropout(model.dropout)
-        layer = nn.TransformerEncoderLayer(
-            model.embed_dim,
-            model.num_heads,
-            model.ffn_dim,
-            dropout=model.dropout,
-            batch_first=True,
-            norm_first=model.norm_first,
-        )
+        self.absolute = _absolute(config, max_len, getattr(ours, "absolute", None) is not None)
+        self.dropout = nn.Dropout(config.model.dropout)
+        layer = nn.TransformerEncoderLayer(**_layer_options(config))
         self.stack = nn.TransformerEncoder(
-            layer,
-            model.num_layers,
-            norm=nn.LayerNorm(model.embed_dim) if model.norm_first else None,
-            enable_nested_tensor=False,
+            layer, config.model.num_layers, norm=_final_norm(config), enable_nested_tensor=False
         )
         self.norm = None  # the final norm lives inside the torch stack
 
@@ -88,29 +101,10 @@ class TorchDecoder(nn.Module):
 
     def __init__(self, config: Config, num_layers: int, max_len: int) -> None:
         super().__init__()
-        model = config.model
-        self.absolute = (
-            build_positional(
-                model.positional,
-                embed_dim=model.embed_dim,
-                num_heads=model.num_heads,
-                max_len=max_len,
-            )
-            if model.positional
-            else None
-        )
-        self.dropout = nn.Dropout(model.dropout)
-        layer = nn.TransformerDecoderLayer(
-            model.embed_dim,
-            model.num_heads,
-            model.ffn_dim,
-            dropout=model.dropout,
-            batch_first=True,
-            norm_first=model.norm_first,
-        )
-        self.stack = nn.TransformerDecoder(
-            layer, num_layers, norm=nn.LayerNorm(model.embed_dim) if model.norm_first else None
-        )
+        self.absolute = _absolute(config, max_len, True)
+        self.dropout = nn.Dropout(config.model.dropout)
+        layer = nn.TransformerDecoderLayer(**_layer_options(config))
+        self.stack = nn.TransformerDecoder(layer, num_layers, norm=_final_norm(config))
 
     def forward(
         self,
