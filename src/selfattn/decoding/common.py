@@ -52,8 +52,9 @@ class DecodeResult:
             final EOS (autoregressive decoders; NAT emits no EOS).
         score: ``(B,)`` what the decoder ranked by: ``log_prob`` for greedy, sampling and
             NAT, ``log_prob`` / length penalty for beam search.
-        step_log_probs: ``(B, N)`` the model's log-probability of each emitted id, EOS
-            included, 0 after each row's end; N is the longest row's step count.
+        step_log_probs: ``(B, N)`` the model's log-probability of each emitted id (EOS
+            included, except for NAT), 0 after each row's end; N is the longest row's
+            step count.
         finished: ``(B,)`` True where the model chose EOS itself (False: cut at
             ``max_len``, EOS forced). Always True for NAT, whose length is predicted.
         nbest: beam search with ``nbest=True``: per example its finished hypotheses,
