@@ -21,9 +21,12 @@ def _predicted(model, encoded) -> torch.Tensor:
 @pytest.mark.parametrize("output", OUTPUTS)
 def test_lengths_are_the_rounded_scaled_prediction(make_model, make_batch, output, scale) -> None:
     model = make_model(output)
-    with torch.no_grad():  # spread the predictions over 0 … max_len
-        model.length_head.weight.normal_(std=2.0)
     encoded, num_extended = make_batch(model, batch=8)
+    with torch.no_grad():  # spread the predictions over 0 … max_len: score the deviation
+        real = (~encoded.padding).unsqueeze(-1).float()  # of each row's pooled memory
+        pooled = (encoded.memory * real).sum(1) / real.sum(1)  # from the batch mean
+        model.length_head.weight.normal_()
+        model.length_head.bias.copy_(-model.length_head.weight @ pooled.mean(0))
     predicted = _predicted(model, encoded)
     assert len(set(predicted.tolist())) > 1
     result = non_autoregressive(model, encoded, length_scale=scale, num_extended=num_extended)

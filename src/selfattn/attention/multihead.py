@@ -8,6 +8,7 @@ are one ``nn.Linear`` each (``q_proj``, ``k_proj``, ``v_proj``), reshaped to
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -85,6 +86,19 @@ class MultiHeadAttention(nn.Module):
             AdditiveScore(head_dim) if score == "additive" else score
         )
         self.positional = positional
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform projections with zero biases (Vaswani et al. 2017; the same
+        scheme as ``torch.nn.MultiheadAttention``, whose fused in-projection this
+        reproduces per projection: ``bound = sqrt(6 / (E + 3E))``)."""
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            fan_in = proj.weight.shape[1]
+            bound = math.sqrt(6.0 / (fan_in + 3 * proj.weight.shape[0]))
+            nn.init.uniform_(proj.weight, -bound, bound)
+        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            if proj.bias is not None:
+                nn.init.zeros_(proj.bias)
 
     # ------------------------------------------------------------------ forward
 
