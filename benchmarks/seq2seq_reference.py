@@ -14,11 +14,15 @@ Usage::
     python benchmarks/seq2seq_reference.py                          # translate-de-en, config epochs
     python benchmarks/seq2seq_reference.py --set train.epochs=2     # a shorter budget
     python benchmarks/seq2seq_reference.py --config configs/convex_hull.toml
+    # both at once on two cores, runs kept (``selfattn eval runs/ref/selfattn --beam 5``):
+    python benchmarks/seq2seq_reference.py --out runs/ref --only selfattn --threads 1 &
+    python benchmarks/seq2seq_reference.py --out runs/ref --only torch.nn --threads 1
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -174,38 +178,62 @@ def train_one(config: Config, prepared: Any, reference: bool) -> tuple[Path, flo
     return result.run_dir, statistics.median(steps)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", type=Path, default=Path("configs/translate_de_en.toml"))
-    parser.add_argument("--set", dest="overrides", action="append", default=[])
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    rows = {}
-    with tempfile.TemporaryDirectory() as folder:
-        for name, reference in (("selfattn", False), ("torch.nn", True)):
-            config = load_config(args.config, [*args.overrides, f"run_dir={folder}/{name}"])
-            prepared = prepare_seq2seq(config, load_seq2seq_splits(config))
-            run_dir, step = train_one(config, prepared, reference)
-            predictor = Seq2SeqPredictor(
-                run_dir, build=_torch_stacks if reference else build_for_spec
-            )
-            started = time.perf_counter()
-            metrics = predictor.evaluate("test", "greedy", use_cache=False)
-            metrics["decode_s"] = time.perf_counter() - started
-            if not reference:
-                metrics["cached_sentences_per_s"] = predictor.evaluate("test", "greedy")[
-                    "sentences_per_s"
-                ]
-            metrics["step_s"] = step
-            rows[name] = metrics
-    ours, ref = rows["selfattn"], rows["torch.nn"]
+NAMES = ("selfattn", "torch.nn")
+METRICS_FILE = "reference_metrics.json"
+
+
+def measure(name: str, config: Config) -> dict[str, float]:
+    """Train one of the two models, decode the test split; its metrics (also saved)."""
+    reference = name == "torch.nn"
+    prepared = prepare_seq2seq(config, load_seq2seq_splits(config))
+    run_dir, step = train_one(config, prepared, reference)
+    predictor = Seq2SeqPredictor(run_dir, build=_torch_stacks if reference else build_for_spec)
+    started = time.perf_counter()
+    metrics = predictor.evaluate("test", "greedy", use_cache=False)
+    metrics["decode_s"] = time.perf_counter() - started
+    if not reference:
+        metrics["cached_sentences_per_s"] = predictor.evaluate("test", "greedy")["sentences_per_s"]
+    metrics["step_s"] = step
+    (run_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    return metrics
+
+
+def report(ours: dict[str, float], ref: dict[str, float]) -> None:
     keys = [k for k in ("bleu", "chrf", "exact_match", "hull_coverage") if k in ours]
     print(f"{'':<22}{'selfattn':>12}{'torch.nn':>12}{'ours/torch':>12}")
     for key in [*keys, "step_s", "sentences_per_s"]:
         ratio = ours[key] / ref[key] if ref[key] else float("nan")
         print(f"{key:<22}{ours[key]:>12.4f}{ref[key]:>12.4f}{ratio:>12.3f}")
     print(f"{'cached sentences/s':<22}{ours['cached_sentences_per_s']:>12.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=Path("configs/translate_de_en.toml"))
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--out", type=Path, help="keep the two run folders here (default: a temporary folder)"
+    )
+    parser.add_argument(
+        "--only",
+        choices=NAMES,
+        help="train just one of the two (e.g. both at once in two processes, --threads 1, "
+        "same --out); the table is printed once both have run",
+    )
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.out or Path(scratch)
+        for name in [args.only] if args.only else NAMES:
+            config = load_config(args.config, [*args.overrides, f"run_dir={folder / name}"])
+            measure(name, config)
+        found = [folder / name / METRICS_FILE for name in NAMES]
+        if all(path.exists() for path in found):
+            ours, ref = (json.loads(path.read_text(encoding="utf-8")) for path in found)
+            report(ours, ref)
+        else:
+            print(f"metrics saved under {folder}; the table needs both runs there")
 
 
 def _torch_stacks(config: Config, spec: TaskSpec) -> nn.Module:
