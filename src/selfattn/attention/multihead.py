@@ -40,6 +40,9 @@ class MultiHeadAttention(nn.Module):
         include_self: False forbids each position attending to itself.
         positional: a :class:`~selfattn.positional.base.RelativePositional` acting inside
             attention (relative, rotary, ALiBi); ``None`` for none.
+        kernel: an attention variant from :mod:`selfattn.efficient` (window, linear,
+            Performer, Linformer, LSH, …) to compute attention instead of the dense
+            kernel; it takes the projected heads and returns no weights, mask or cache.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class MultiHeadAttention(nn.Module):
         normalizer: str | NormalizerFn = "softmax",
         include_self: bool = True,
         positional: RelativePositional | None = None,
+        kernel: nn.Module | None = None,
     ) -> None:
         super().__init__()
         if head_dim is None:
@@ -86,6 +90,7 @@ class MultiHeadAttention(nn.Module):
             AdditiveScore(head_dim) if score == "additive" else score
         )
         self.positional = positional
+        self.kernel = kernel
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -172,6 +177,10 @@ class MultiHeadAttention(nn.Module):
 
         # One query bottom-right aligned sees every key: the causal mask is a no-op then.
         causal = causal and q.shape[2] > 1
+        if self.kernel is not None:
+            self._check_kernel_call(mask, window, wants_weights, cache)
+            out = self.kernel(q, k, v, key_padding_mask=key_padding_mask, causal=causal)
+            return self.out_proj(out.transpose(1, 2).flatten(2)), None
         out, weights = attention(
             q,
             k,
@@ -194,6 +203,41 @@ class MultiHeadAttention(nn.Module):
         if not need_weights or weights is None:
             return out, None
         return out, weights.mean(dim=1) if average_weights else weights
+
+    def _check_kernel_call(
+        self, mask: Tensor | None, window: int | None, wants_weights: bool, cache: object
+    ) -> None:
+        """One-line errors for what an attention kernel cannot take."""
+        name = getattr(self.kernel, "name", type(self.kernel).__name__)
+        if mask is not None:
+            raise ValueError(
+                f"attention kernel {name!r} takes no mask (nor a relative positional score "
+                "bias); use the dense kernel, or rotary / absolute positions"
+            )
+        if window is not None:
+            raise ValueError(
+                f"attention kernel {name!r}: pass the window to the 'window' kernel, not to "
+                "forward()"
+            )
+        if wants_weights:
+            raise ValueError(
+                f"attention kernel {name!r} forms no attention matrix, so it returns no "
+                "weights; use the dense kernel to draw attention maps"
+            )
+        if cache is not None:
+            raise ValueError(f"attention kernel {name!r} has no KV cache; decode with dense")
+        if self.num_kv_heads != self.num_heads:
+            raise ValueError(f"attention kernel {name!r} needs num_kv_heads == num_heads")
+        if (
+            not isinstance(self.score, str)
+            or self.score != "scaled_dot"
+            or (self.normalizer != "softmax")
+            or not self.include_self
+        ):
+            raise ValueError(
+                f"attention kernel {name!r} computes its own scores: it needs the default "
+                "scaled_dot score, softmax and include_self=True"
+            )
 
     def _split_heads(self, x: Tensor, heads: int) -> Tensor:
         """``(B, L, heads·D)`` → ``(B, heads, L, D)``."""

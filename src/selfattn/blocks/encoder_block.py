@@ -49,6 +49,8 @@ class EncoderBlock(nn.Module):
         num_kv_heads: key/value heads (grouped-query attention; default H).
         include_self: False forbids each position attending to itself.
         positional: a relative positional encoding used inside attention, or ``None``.
+        kernel: an attention variant (:mod:`selfattn.efficient`) in place of the dense
+            kernel, or ``None``.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class EncoderBlock(nn.Module):
         num_kv_heads: int | None = None,
         include_self: bool = True,
         positional: RelativePositional | None = None,
+        kernel: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
@@ -80,6 +83,7 @@ class EncoderBlock(nn.Module):
             normalizer=normalizer,
             include_self=include_self,
             positional=positional,
+            kernel=kernel,
         )
         self.feedforward = FeedForward(embed_dim, ffn_dim, activation, dropout=dropout, bias=bias)
         self.norm1 = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from selfattn import __version__
-from selfattn.cli import data_cmd, demo, model_cmds, toy
+from selfattn.cli import bench_cmd, data_cmd, demo, model_cmds, toy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
             demo.run_demo,
         ),
         ("data", "list or fetch the dataset recipes", data_cmd.add_arguments, data_cmd.run),
+        (
+            "bench",
+            "benchmark the attention variants against dense attention",
+            bench_cmd.add_arguments,
+            bench_cmd.run,
+        ),
         (
             "train",
             "train a model from a TOML config",

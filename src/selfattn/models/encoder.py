@@ -21,6 +21,7 @@ from selfattn.attention.normalizers import NormalizerFn
 from selfattn.attention.scores import ScoreFn
 from selfattn.blocks.encoder_block import EncoderBlock
 from selfattn.blocks.feedforward import ActivationName, check_activation
+from selfattn.efficient.base import build_kernel
 from selfattn.positional import POSITIONAL, build_positional
 from selfattn.positional.base import AbsolutePositional, RelativePositional
 
@@ -134,6 +135,11 @@ class Encoder(nn.Module):
         normalizer: attention normaliser.
         num_kv_heads: key/value heads (grouped-query attention; default H).
         include_self: False forbids each position attending to itself.
+        attention: the attention variant of every block, a key of
+            :data:`selfattn.efficient.KERNELS` (``"dense"``: the fused softmax kernel;
+            ``"window"``, ``"linear"``, ``"performer"``, ``"linformer"``, ``"lsh"``, …).
+        attention_options: the variant's options (e.g. ``{"window": 256}``); each block
+            gets its own kernel (Linformer's projections, Performer's features).
     """
 
     def __init__(
@@ -158,6 +164,8 @@ class Encoder(nn.Module):
         normalizer: str | NormalizerFn = "softmax",
         num_kv_heads: int | None = None,
         include_self: bool = True,
+        attention: str = "dense",
+        attention_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         check_stack(
@@ -195,6 +203,7 @@ class Encoder(nn.Module):
                 num_kv_heads=num_kv_heads,
                 include_self=include_self,
                 positional=relative,
+                kernel=_kernel(attention, attention_options, embed_dim // num_heads, max_len),
             )
             for relative in relatives
         ]
@@ -247,3 +256,13 @@ class Encoder(nn.Module):
             x = self.norm(x)
             hidden_states[-1] = x
         return EncoderOutput(x, hidden_states, attentions if need_weights else None)
+
+
+def _kernel(
+    name: str, options: Mapping[str, Any] | None, head_dim: int, max_len: int
+) -> nn.Module | None:
+    """The attention kernel of one block; ``None`` for the built-in dense path (which also
+    serves masks, attention maps and the KV cache)."""
+    if name == "dense" and not options:
+        return None
+    return build_kernel(name, head_dim=head_dim, max_len=max_len, **(options or {}))

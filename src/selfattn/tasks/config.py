@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from selfattn.efficient import KERNELS
 from selfattn.positional import POSITIONAL
 
 Architecture = Literal["transformer", "fc", "fc_window", "bigru", "cnn"]
@@ -44,6 +45,14 @@ class ModelConfig:
             learns to tag words it has never seen from their spelling and context.
             In [0, 1); ``0`` turns it off.
         norm_first: pre-LN transformer blocks (they train stably with little warm-up).
+        attention: the transformer's attention variant, a key of
+            :data:`selfattn.efficient.KERNELS`: ``dense`` (fused softmax attention, the
+            default), ``window`` (truncated), ``linear``, ``performer``, ``linformer``,
+            ``lsh``, ``nystrom`` (lecture 000 §More; Tay et al., "Efficient Transformers").
+        attention_size: the variant's size, if it has one: the window half-width w
+            (``window``), random features (``performer``), projected length
+            (``linformer``), buckets (``lsh``), landmarks (``nystrom``); ``None`` (``"none"``
+            in TOML) keeps the variant's default.
     """
 
     architecture: Architecture = "transformer"
@@ -59,6 +68,8 @@ class ModelConfig:
     char_dim: int = 48
     word_dropout: float = 0.0
     norm_first: bool = True
+    attention: str = "dense"
+    attention_size: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
@@ -70,6 +81,20 @@ class ModelConfig:
             raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
         if not 0.0 <= self.word_dropout < 1.0:
             raise ValueError(f"model.word_dropout must be in [0, 1), got {self.word_dropout}")
+        if self.attention not in KERNELS:
+            raise ValueError(
+                f"model.attention: unknown variant {self.attention!r}; choose one of "
+                f"{', '.join(sorted(KERNELS))}"
+            )
+        if self.attention_size is not None:
+            if KERNELS[self.attention].size_option is None:
+                raise ValueError(
+                    f"model.attention_size: attention {self.attention!r} has no size; leave it out"
+                )
+            if self.attention_size < (0 if self.attention == "window" else 1):
+                raise ValueError(
+                    f"model.attention_size must be positive, got {self.attention_size}"
+                )
         if self.positional is not None and self.positional not in POSITIONAL:
             raise ValueError(
                 f"model.positional: unknown encoding {self.positional!r}; choose one of "
@@ -80,3 +105,10 @@ class ModelConfig:
                 f"model.embed_dim ({self.embed_dim}) must be divisible by "
                 f"model.num_heads ({self.num_heads})"
             )
+
+    def attention_options(self) -> dict[str, int]:
+        """The keyword options of the attention kernel this config names."""
+        option = KERNELS[self.attention].size_option
+        if option is None or self.attention_size is None:
+            return {}
+        return {option: self.attention_size}

@@ -69,6 +69,8 @@ class TransformerSequenceEncoder(SequenceEncoder):
         max_len: int = 512,
         dropout: float = 0.0,
         norm_first: bool = True,
+        attention: str = "dense",
+        attention_options: dict[str, int] | None = None,
     ) -> None:
         super().__init__()
         self.output_dim = embed_dim
@@ -81,6 +83,8 @@ class TransformerSequenceEncoder(SequenceEncoder):
             max_len=max_len,
             dropout=dropout,
             norm_first=norm_first,
+            attention=attention,
+            attention_options=attention_options,
         )
 
     @classmethod
@@ -94,6 +98,8 @@ class TransformerSequenceEncoder(SequenceEncoder):
             max_len=max_len,
             dropout=config.dropout,
             norm_first=config.norm_first,
+            attention=config.attention,
+            attention_options=config.attention_options(),
         )
 
     def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:

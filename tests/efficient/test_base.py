@@ -1,0 +1,126 @@
+"""The kernel interface: registry, the dense kernel, and kernels inside MultiHeadAttention,
+the encoder and the model config."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from selfattn import MultiHeadAttention
+from selfattn.attention import attention
+from selfattn.bench import measure_memory
+from selfattn.efficient import KERNELS, AttentionKernel, DenseKernel, build_kernel, register_kernel
+from selfattn.models import Encoder
+from selfattn.tasks.config import ModelConfig
+
+
+def _qkv(length: int = 9, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(seed)
+    return tuple(
+        torch.randn(2, 3, length, 8, generator=generator, dtype=torch.float64) for _ in "qkv"
+    )
+
+
+def test_dense_kernel_is_the_attention_function() -> None:
+    q, k, v = _qkv()
+    padding = torch.zeros(2, 9, dtype=torch.bool)
+    padding[1, 6:] = True
+    for causal in (False, True):
+        expected, _ = attention(q, k, v, key_padding_mask=padding, causal=causal)
+        got = DenseKernel()(q, k, v, key_padding_mask=padding, causal=causal)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+        reference = DenseKernel().reference(q, k, v, key_padding_mask=padding, causal=causal)
+        torch.testing.assert_close(reference, got)
+
+
+def test_registry_and_builder_errors() -> None:
+    assert KERNELS["dense"] is DenseKernel
+    with pytest.raises(ValueError, match="unknown attention kernel 'nope'; choose one of"):
+        build_kernel("nope")
+    with pytest.raises(ValueError, match="takes no option 'window'"):
+        build_kernel("dense", window=3)
+    assert isinstance(build_kernel("dense", head_dim=8, max_len=99), DenseKernel)
+
+    class Clash(AttentionKernel):
+        name = "dense"
+
+    with pytest.raises(ValueError, match="already registered"):
+        register_kernel(Clash)
+
+
+def test_kernel_input_errors() -> None:
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match=r"q must have shape \(B, H, L, D\)"):
+        DenseKernel()(q[0], k, v)
+    with pytest.raises(TypeError, match="share a dtype"):
+        DenseKernel()(q.float(), k, v)
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(B, S\)"):
+        DenseKernel()(q, k, v, key_padding_mask=torch.zeros(2, 4, dtype=torch.bool))
+
+    class NoCausal(AttentionKernel):
+        name = "test-no-causal"
+
+    with pytest.raises(ValueError, match="does not support causal=True"):
+        NoCausal()(q, k, v, causal=True)
+
+
+def test_multihead_attention_with_a_kernel_equals_the_built_in_path() -> None:
+    torch.manual_seed(0)
+    plain = MultiHeadAttention(16, 4).double()
+    kernel = MultiHeadAttention(16, 4, kernel=DenseKernel()).double()
+    kernel.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    padding = torch.zeros(2, 7, dtype=torch.bool)
+    padding[0, 5:] = True
+    for causal in (False, True):
+        expected, _ = plain(x, key_padding_mask=padding, causal=causal)
+        got, weights = kernel(x, key_padding_mask=padding, causal=causal)
+        assert weights is None
+        torch.testing.assert_close(got, expected)
+
+
+def test_multihead_attention_refuses_what_a_kernel_cannot_do() -> None:
+    module = MultiHeadAttention(16, 4, kernel=DenseKernel())
+    x = torch.randn(1, 5, 16)
+    with pytest.raises(ValueError, match="returns no weights"):
+        module(x, need_weights=True)
+    with pytest.raises(ValueError, match="takes no mask"):
+        module(x, mask=torch.ones(5, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="pass the window"):
+        module(x, window=2)
+    with pytest.raises(ValueError, match="scaled_dot score"):
+        MultiHeadAttention(16, 4, normalizer="relu", kernel=DenseKernel())(x)
+
+
+def test_encoder_builds_one_kernel_per_block() -> None:
+    torch.manual_seed(0)
+    plain = Encoder(16, 4, 2, 32).eval()
+    kernels = Encoder(16, 4, 2, 32, attention="dense", attention_options={"dropout": 0.0}).eval()
+    kernels.load_state_dict(plain.state_dict())
+    blocks = [layer.self_attn.kernel for layer in kernels.layers]
+    assert all(isinstance(b, DenseKernel) for b in blocks) and blocks[0] is not blocks[1]
+    x = torch.randn(2, 6, 16)
+    torch.testing.assert_close(kernels(x).last_hidden_state, plain(x).last_hidden_state)
+    with pytest.raises(ValueError, match="unknown attention kernel"):
+        Encoder(16, 4, 2, 32, attention="quadratic-please")
+
+
+def test_model_config_names_the_variant() -> None:
+    assert ModelConfig().attention == "dense" and ModelConfig().attention_options() == {}
+    with pytest.raises(ValueError, match=r"model\.attention: unknown variant 'fast'"):
+        ModelConfig(attention="fast")
+    with pytest.raises(ValueError, match="attention 'dense' has no size"):
+        ModelConfig(attention_size=64)
+
+
+def test_memory_meter_sees_a_quadratic_matrix_and_not_a_fused_one() -> None:
+    """The meter the variants' memory tests rely on: the eager formula's (L, L) scores are
+    one allocation of L·L·4 bytes; the fused kernel never allocates one."""
+    length = 2048
+    q = torch.randn(1, 1, length, 32)
+    eager = measure_memory(lambda: torch.softmax(q @ q.transpose(-1, -2) / 32**0.5, -1) @ q)
+    assert eager.largest >= length * length * 4
+    assert eager.peak >= 2 * length * length * 4  # scores and their softmax, both alive
+    fused = measure_memory(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))
+    assert fused.largest < length * length * 4 / 16
+    torch.testing.assert_close(fused.result, eager.result, rtol=1e-4, atol=1e-5)
