@@ -1,5 +1,7 @@
 """Attention variants for long inputs, behind one interface (:class:`AttentionKernel`)
-and one registry (:data:`KERNELS`)."""
+and one registry (:data:`KERNELS`): dense (fused softmax), window (truncated), linear
+(Katharopoulos et al. 2020, parallel and recurrent), Performer (FAVOR+), Linformer,
+LSH (Reformer) and Nyström; plus edge-list graph attention (:func:`edge_attention`)."""
 
 from __future__ import annotations
 
@@ -12,11 +14,32 @@ from selfattn.efficient.base import (
     register_kernel,
 )
 
+# Importing a variant's module registers it in KERNELS.
+from selfattn.efficient.graph import dense_to_edge_index, edge_attention, scatter_softmax
+from selfattn.efficient.linear import LinearAttentionState, LinearKernel, linear_attention
+from selfattn.efficient.linformer import LinformerKernel
+from selfattn.efficient.lsh import LSHKernel
+from selfattn.efficient.nystrom import NystromKernel
+from selfattn.efficient.performer import PerformerKernel
+from selfattn.efficient.window import WindowKernel, window_attention
+
 __all__ = [
     "KERNELS",
     "AttentionKernel",
     "DenseKernel",
+    "LSHKernel",
+    "LinearAttentionState",
+    "LinearKernel",
+    "LinformerKernel",
+    "NystromKernel",
+    "PerformerKernel",
+    "WindowKernel",
     "build_kernel",
     "check_kernel_inputs",
+    "dense_to_edge_index",
+    "edge_attention",
+    "linear_attention",
     "register_kernel",
+    "scatter_softmax",
+    "window_attention",
 ]

@@ -147,7 +147,24 @@ def build_kernel(name: str, **options: Any) -> AttentionKernel:
             f"attention kernel {name!r} takes no option {', '.join(map(repr, unknown))}; "
             f"its options are {sorted(accepted) or 'none'}"
         )
+    missing = sorted(_required(cls.__init__) - set(options))
+    if missing:
+        raise ValueError(
+            f"attention kernel {name!r} needs option(s) {', '.join(map(repr, missing))}"
+            + (" (model.attention_size in a config)" if cls.size_option in missing else "")
+        )
     return cls(**{key: value for key, value in options.items() if key in accepted})
+
+
+def _required(function: Callable[..., Any]) -> set[str]:
+    parameters = inspect.signature(function).parameters.values()
+    return {
+        p.name
+        for p in parameters
+        if p.default is inspect.Parameter.empty
+        and p.name != "self"
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
 
 
 def _parameters(function: Callable[..., Any]) -> set[str]:

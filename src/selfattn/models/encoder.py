@@ -11,6 +11,7 @@ times, so depth costs compute but no parameters.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from selfattn.attention.normalizers import NormalizerFn
 from selfattn.attention.scores import ScoreFn
 from selfattn.blocks.encoder_block import EncoderBlock
 from selfattn.blocks.feedforward import ActivationName, check_activation
-from selfattn.efficient.base import build_kernel
+from selfattn.efficient.base import KERNELS, build_kernel
 from selfattn.positional import POSITIONAL, build_positional
 from selfattn.positional.base import AbsolutePositional, RelativePositional
 
@@ -203,9 +204,11 @@ class Encoder(nn.Module):
                 num_kv_heads=num_kv_heads,
                 include_self=include_self,
                 positional=relative,
-                kernel=_kernel(attention, attention_options, embed_dim // num_heads, max_len),
+                kernel=_kernel(
+                    attention, attention_options, embed_dim // num_heads, max_len, index
+                ),
             )
-            for relative in relatives
+            for index, relative in enumerate(relatives)
         ]
         # A shared block appears num_layers times; parameters() still lists it once.
         self.layers = nn.ModuleList(blocks * num_layers if share_weights else blocks)
@@ -259,10 +262,14 @@ class Encoder(nn.Module):
 
 
 def _kernel(
-    name: str, options: Mapping[str, Any] | None, head_dim: int, max_len: int
+    name: str, options: Mapping[str, Any] | None, head_dim: int, max_len: int, index: int
 ) -> nn.Module | None:
-    """The attention kernel of one block; ``None`` for the built-in dense path (which also
-    serves masks, attention maps and the KV cache)."""
+    """Block ``index``'s attention kernel; ``None`` for the built-in dense path (which also
+    serves masks, attention maps and the KV cache). Kernels with random projections
+    (Performer, LSH) get a different seed per block unless one is given."""
     if name == "dense" and not options:
         return None
-    return build_kernel(name, head_dim=head_dim, max_len=max_len, **(options or {}))
+    options = dict(options or {})
+    if name in KERNELS and "seed" in inspect.signature(KERNELS[name].__init__).parameters:
+        options.setdefault("seed", index)
+    return build_kernel(name, head_dim=head_dim, max_len=max_len, **options)
