@@ -56,6 +56,8 @@ def train_one(
         f"model.attention={json.dumps(variant)}",
         f"run_dir={json.dumps(str(args.out / task / variant))}",
     ]
+    if variant == "window":
+        overrides.append(f"model.attention_size={args.window}")
     config = load_config(config_path, overrides)
     result, prepared = run(config, overwrite=True, progress=not args.no_progress)
     steps = result.history[-1]["step"] if result.history else 0
@@ -84,6 +86,18 @@ def train_one(
         "step_peak_bytes": memory,
         "epochs": len(result.history),
     }
+
+
+def latest(path: Path, tasks: list[str], variants: list[str]) -> list[dict[str, Any]]:
+    """The last row of each (task, variant) in a results file, in the order asked."""
+    if not path.exists():
+        raise SystemExit(f"no results yet: {path} does not exist")
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        rows[(row["task"], row["variant"])] = row
+    order = list(dict.fromkeys(["dense", *variants]))
+    return [rows[(t, v)] for t in tasks for v in order if (t, v) in rows]
 
 
 def report(rows: list[dict[str, Any]]) -> str:
@@ -119,6 +133,10 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--out", type=Path, default=Path("runs/lra"))
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's own)")
+    parser.add_argument("--window", type=int, default=128, help="w of the window variant")
+    parser.add_argument(
+        "--report", action="store_true", help="only print the table of OUT/results.jsonl"
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args()
     if args.threads:
@@ -128,8 +146,10 @@ def main() -> None:
     for name in variants:
         if name not in KERNELS:
             parser.error(f"unknown variant {name!r}; choose from {', '.join(KERNELS)}")
-    rows = []
     results = args.out / "results.jsonl"
+    if args.report:
+        print(report(latest(results, tasks, variants)))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     for task in tasks:
@@ -138,11 +158,11 @@ def main() -> None:
             parser.error(f"no config for task {task!r}: {path} does not exist")
         for variant in variants:
             row = train_one(path, task, variant, args)
-            rows.append(row)
             with results.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"{task} {variant}: accuracy {row['accuracy']:.4f}", flush=True)
-    print(report(rows))
+    # Earlier runs in OUT (e.g. dense from another invocation) fill the table too.
+    print(report(latest(results, tasks, [*variants, "dense"])))
     print(f"({time.perf_counter() - started:.0f} s; rows appended to {results})")
 
 
