@@ -21,6 +21,7 @@ from selfattn.positional.base import (
     relative_offsets,
 )
 from selfattn.positional.floater import FloaterPositional, rk4_step
+from selfattn.positional.grid import GridPositional, Learned2D, Relative2DBias, Sinusoidal2D
 from selfattn.positional.learned import LearnedPositional
 from selfattn.positional.relative import ShawRelativePositional
 from selfattn.positional.rnn import RNNPositional
@@ -38,6 +39,13 @@ POSITIONAL: dict[str, PositionalClass] = {
     "relative": ShawRelativePositional,
     "rotary": RotaryPositional,
     "alibi": ALiBiPositional,
+}
+
+#: 2-D encodings of an image's grid of pixels or patches (rows × columns, row-major);
+#: ``forward(x, rows, cols, has_cls)`` rather than a 1-D position, so a registry apart.
+GRID_POSITIONAL: dict[str, type[GridPositional]] = {
+    "sinusoidal2d": Sinusoidal2D,
+    "learned2d": Learned2D,
 }
 
 _COMMON = ("embed_dim", "num_heads", "max_len")
@@ -86,17 +94,22 @@ def _lookup(name: str) -> PositionalClass:
 
 
 __all__ = [
+    "GRID_POSITIONAL",
     "POSITIONAL",
     "ALiBiPositional",
     "AbsolutePositional",
     "FloaterPositional",
+    "GridPositional",
+    "Learned2D",
     "LearnedPositional",
     "PositionalClass",
     "RNNPositional",
+    "Relative2DBias",
     "RelativePositional",
     "RotaryPositional",
     "SequentialPositional",
     "ShawRelativePositional",
+    "Sinusoidal2D",
     "SinusoidalPositional",
     "alibi_slopes",
     "build_positional",
