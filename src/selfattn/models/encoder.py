@@ -204,7 +204,7 @@ class Encoder(nn.Module):
                 num_kv_heads=num_kv_heads,
                 include_self=include_self,
                 positional=relative,
-                kernel=_kernel(
+                kernel=block_kernel(
                     attention, attention_options, embed_dim // num_heads, max_len, index
                 ),
             )
@@ -261,7 +261,7 @@ class Encoder(nn.Module):
         return EncoderOutput(x, hidden_states, attentions if need_weights else None)
 
 
-def _kernel(
+def block_kernel(
     name: str, options: Mapping[str, Any] | None, head_dim: int, max_len: int, index: int
 ) -> nn.Module | None:
     """Block ``index``'s attention kernel; ``None`` for the built-in dense path (which also

@@ -1,0 +1,32 @@
+"""Speech input (lecture 000, §Self-attention for Speech): WAV files to log-mel frames,
+one vector per 25 ms window every 10 ms.
+
+    >>> samples, rate = read_wav("seven.wav", sample_rate=SAMPLE_RATE)
+    >>> features = log_mel(samples, rate, n_mels=80)  # (frames, 80), 100 frames a second
+"""
+
+from __future__ import annotations
+
+from selfattn.speech.features import (
+    LOG_FLOOR,
+    SAMPLE_RATE,
+    frame_sizes,
+    log_mel,
+    log_mel_file,
+    mel_filterbank,
+    num_frames,
+    read_wav,
+    resample,
+)
+
+__all__ = [
+    "LOG_FLOOR",
+    "SAMPLE_RATE",
+    "frame_sizes",
+    "log_mel",
+    "log_mel_file",
+    "mel_filterbank",
+    "num_frames",
+    "read_wav",
+    "resample",
+]
