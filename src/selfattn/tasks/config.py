@@ -12,7 +12,7 @@ from typing import Literal
 from selfattn.efficient import KERNELS
 from selfattn.positional import POSITIONAL
 
-Architecture = Literal["transformer", "fc", "fc_window", "bigru", "cnn"]
+Architecture = Literal["transformer", "fc", "fc_window", "bigru", "cnn", "conformer"]
 Pooling = Literal["mean", "first", "attention"]
 
 
@@ -24,7 +24,8 @@ class ModelConfig:
         architecture: the sequence encoder, a key of :data:`selfattn.tasks.ENCODERS`:
             ``transformer`` (self-attention), or one of the lecture's baselines: ``fc``
             (an MLP on each vector alone), ``fc_window`` (an MLP on the ±``window_k``
-            neighbourhood), ``bigru`` (bidirectional GRU), ``cnn`` (1-D convolutions).
+            neighbourhood), ``bigru`` (bidirectional GRU), ``cnn`` (1-D convolutions),
+            ``conformer`` (self-attention + convolution blocks, Gulati et al. 2020).
         embed_dim: E, size of the input vectors the encoder receives.
         num_heads: H, attention heads (``transformer`` only).
         num_layers: blocks / MLP layers / GRU layers / convolutions.
@@ -36,7 +37,7 @@ class ModelConfig:
         pooling: how a sequence task turns L vectors into one: ``mean`` over real
             positions, ``first`` position (CLS-style), or learned-query ``attention``.
         window_k: half-width k of the ``fc_window`` window (2k + 1 vectors) and of the
-            ``cnn`` kernels (size 2k + 1).
+            ``cnn`` and ``conformer`` convolution kernels (size 2k + 1).
         char_features: text input also gets a character-level encoder per token, so
             words unseen in training still get informative vectors.
         char_dim: size of the character-level vector of a token.
@@ -100,7 +101,7 @@ class ModelConfig:
                 f"model.positional: unknown encoding {self.positional!r}; choose one of "
                 f"{', '.join(POSITIONAL)} or none"
             )
-        if self.architecture == "transformer" and self.embed_dim % self.num_heads:
+        if self.architecture in ("transformer", "conformer") and self.embed_dim % self.num_heads:
             raise ValueError(
                 f"model.embed_dim ({self.embed_dim}) must be divisible by "
                 f"model.num_heads ({self.num_heads})"

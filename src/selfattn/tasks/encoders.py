@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from selfattn.models.conformer import Conformer
 from selfattn.models.encoder import Encoder
 from selfattn.tasks.config import ModelConfig
 
@@ -255,6 +256,35 @@ class CNNEncoder(SequenceEncoder):
         return _zero_padding(x, key_padding_mask)
 
 
+class ConformerSequenceEncoder(SequenceEncoder):
+    """A :class:`~selfattn.models.Conformer` (Gulati et al. 2020): self-attention for the
+    whole sequence plus a depthwise convolution of kernel ``2·window_k + 1`` in every block —
+    the lecture's hint for speech ("you can also use both")."""
+
+    def __init__(self, config: ModelConfig, *, max_len: int = 512) -> None:
+        super().__init__()
+        self.output_dim = config.embed_dim
+        self.encoder = Conformer(
+            config.embed_dim,
+            config.num_heads,
+            config.num_layers,
+            config.ffn_dim,
+            conv_kernel_size=2 * config.window_k + 1,
+            dropout=config.dropout,
+            positional=config.positional,
+            max_len=max_len,
+            attention=config.attention,
+            attention_options=config.attention_options(),
+        )
+
+    @classmethod
+    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+        return cls(config, max_len=max_len)
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
+        return self.encoder(x, key_padding_mask=key_padding_mask).last_hidden_state
+
+
 #: Every encoder by name; the contract tests iterate over it.
 ENCODERS: dict[str, type[SequenceEncoder]] = {
     "transformer": TransformerSequenceEncoder,
@@ -262,6 +292,7 @@ ENCODERS: dict[str, type[SequenceEncoder]] = {
     "fc_window": WindowFCEncoder,
     "bigru": BiGRUEncoder,
     "cnn": CNNEncoder,
+    "conformer": ConformerSequenceEncoder,
 }
 
 
