@@ -139,15 +139,17 @@ threads = 1
 
 def test_bench_attention_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "rows.json"
-    args = ["bench", "attention", "--lengths", "64,128", "--variants", "window,linear"]
+    args = ["bench", "attention", "--lengths", "64,128", "--variants", ",".join(KERNELS)]
     args += ["--window", "8", "--heads", "2", "--head-dim", "8", "--repeats", "1"]
     assert main([*args, "--threads", "1", "--json", str(out)]) == 0
     table = capsys.readouterr().out
     assert "x dense" in table and "window" in table
     rows = json.loads(out.read_text())
+    others = [name for name in KERNELS if name != "dense"]
     assert [(r["variant"], r["length"]) for r in rows] == [
-        (v, n) for n in (64, 128) for v in ("dense", "window", "linear")
+        (v, n) for n in (64, 128) for v in ("dense", *others)
     ]
+    assert all(r["forward_s"] > 0 and r["backward_peak"] > 0 for r in rows)
     by = {(r["variant"], r["length"]): r for r in rows}
     assert by[("dense", 64)]["ratios"]["forward_s"] == 1.0
     assert by[("window", 128)]["error"] < 1e-5  # exact, against its band-masked reference

@@ -54,11 +54,13 @@ class BenchRow:
     ratios: dict[str, float] = field(default_factory=dict)
 
 
-def variant_kernel(name: str, length: int, window: int, **options: Any) -> AttentionKernel:
+def variant_kernel(
+    name: str, length: int, head_dim: int, window: int, **options: Any
+) -> AttentionKernel:
     """The kernel benchmarked as ``name`` at length ``length``."""
     if name == "window":
         options.setdefault("window", window)
-    return build_kernel(name, max_len=length, **options)
+    return build_kernel(name, max_len=length, head_dim=head_dim, **options)
 
 
 def _inputs(
@@ -157,7 +159,7 @@ def bench_attention(
         for name in names:
             if progress is not None:
                 progress(f"{name} L={length}")
-            kernel = variant_kernel(name, length, window).to(device)
+            kernel = variant_kernel(name, length, head_dim, window).to(device)
             forward, backward = _calls(kernel, q, k, v, grad)
             busy, own, wall = _busy_cores(), _own_seconds(), time.perf_counter()
             forward_s = _median_seconds(forward, repeats, device)
