@@ -325,3 +325,28 @@ def test_bad_masks_name_the_problem() -> None:
         attention(q, k, v, score="additive")
     with pytest.raises(ValueError, match="window"):
         attention(q, k, v, window=-1)
+
+
+@pytest.mark.slow
+def test_training_dropout_on_cpu_never_holds_the_whole_weight_matrix() -> None:
+    """SDPA has no fused CPU dropout: with dropout_p > 0 it falls back to the math path and
+    keeps all B·H·L·L weights (an lra-text batch of 32 × 4k tokens ran out of 24 GB). Long
+    inputs with dropout go through the chunked path instead; dropout still acts."""
+    from selfattn.attention.functional import CHUNK_BUDGET, RECOMPUTE_BUDGET
+    from selfattn.bench import measure_memory
+
+    batch, length = 8, 4096
+    weights_bytes = batch * length * length * 4  # all B·H·L·L weights, H = 1
+    assert weights_bytes // 4 > RECOMPUTE_BUDGET  # big enough to recompute blocks
+    q = torch.randn(batch, 1, length, 8, requires_grad=True)
+
+    def step() -> torch.Tensor:
+        out, _ = attention(q, q, q, dropout=0.1)
+        out.sum().backward()
+        return out.detach()
+
+    report = measure_memory(step)
+    assert report.largest <= CHUNK_BUDGET * 4 < weights_bytes
+    assert report.peak < weights_bytes  # the math path peaks at 4x (2.1 GB)
+    plain, _ = attention(q, q, q)
+    assert not torch.allclose(report.result, plain.detach())  # dropout was applied
