@@ -60,6 +60,9 @@ def test_kernel_input_errors() -> None:
     class NoCausal(AttentionKernel):
         name = "test-no-causal"
 
+        def attend(self, q, k, v, *, key_padding_mask, causal):  # type: ignore[no-untyped-def]
+            return v
+
     with pytest.raises(ValueError, match="does not support causal=True"):
         NoCausal()(q, k, v, causal=True)
 

@@ -19,6 +19,7 @@ builds one by name with a one-line error for an unknown name or option.
 
 from __future__ import annotations
 
+import abc
 import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 
-class AttentionKernel(nn.Module):
+class AttentionKernel(nn.Module, abc.ABC):
     """Base class of attention variants: ``(q, k, v) -> out`` over ``(B, H, L, D)`` tensors.
 
     Class attributes say what a variant is, so callers (the benchmark, the model builder,
@@ -78,6 +79,7 @@ class AttentionKernel(nn.Module):
             raise ValueError(f"attention kernel {self.name!r} does not support causal=True")
         return self.attend(q, k, v, key_padding_mask=key_padding_mask, causal=causal)
 
+    @abc.abstractmethod
     def attend(
         self,
         q: Tensor,
@@ -87,7 +89,7 @@ class AttentionKernel(nn.Module):
         key_padding_mask: Tensor | None,
         causal: bool,
     ) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__} must implement attend()")
+        """The variant's computation, on inputs :meth:`forward` has checked."""
 
     def reference(
         self,
