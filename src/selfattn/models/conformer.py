@@ -9,7 +9,13 @@ from typing import Any
 from torch import Tensor, nn
 
 from selfattn.blocks.conformer import ConformerBlock, ConvNormName
-from selfattn.models.encoder import EncoderOutput, block_kernel, build_positionals, check_stack
+from selfattn.models.encoder import (
+    EncoderOutput,
+    block_kernel,
+    build_positionals,
+    check_stack,
+    run_blocks,
+)
 
 
 class Conformer(nn.Module):
@@ -113,21 +119,15 @@ class Conformer(nn.Module):
         Returns:
             An :class:`~selfattn.models.encoder.EncoderOutput`.
         """
-        if self.absolute is not None:
-            x = self.absolute(x)
-        x = self.embed_dropout(x)
-        hidden_states = [x]
-        attentions: list[Tensor] = []
-        for layer in self.layers:
-            x, weights = layer(
-                x,
-                key_padding_mask=key_padding_mask,
-                mask=mask,
-                causal=causal,
-                window=window,
-                need_weights=need_weights,
-            )
-            hidden_states.append(x)
-            if weights is not None:
-                attentions.append(weights)
+        x, hidden_states, attentions = run_blocks(
+            x,
+            self.layers,
+            self.absolute,
+            self.embed_dropout,
+            key_padding_mask=key_padding_mask,
+            mask=mask,
+            causal=causal,
+            window=window,
+            need_weights=need_weights,
+        )
         return EncoderOutput(x, hidden_states, attentions if need_weights else None)

@@ -238,23 +238,17 @@ class Encoder(nn.Module):
         Returns:
             An :class:`EncoderOutput`.
         """
-        if self.absolute is not None:
-            x = self.absolute(x)
-        x = self.embed_dropout(x)
-        hidden_states = [x]
-        attentions: list[Tensor] = []
-        for layer in self.layers:
-            x, weights = layer(
-                x,
-                key_padding_mask=key_padding_mask,
-                mask=mask,
-                causal=causal,
-                window=window,
-                need_weights=need_weights,
-            )
-            hidden_states.append(x)
-            if weights is not None:
-                attentions.append(weights)
+        x, hidden_states, attentions = run_blocks(
+            x,
+            self.layers,
+            self.absolute,
+            self.embed_dropout,
+            key_padding_mask=key_padding_mask,
+            mask=mask,
+            causal=causal,
+            window=window,
+            need_weights=need_weights,
+        )
         if self.norm is not None:
             x = self.norm(x)
             hidden_states[-1] = x
@@ -273,3 +267,26 @@ def block_kernel(
     if name in KERNELS and "seed" in inspect.signature(KERNELS[name].__init__).parameters:
         options.setdefault("seed", index)
     return build_kernel(name, head_dim=head_dim, max_len=max_len, **options)
+
+
+def run_blocks(
+    x: Tensor,
+    layers: nn.ModuleList,
+    absolute: nn.Module | None,
+    embed_dropout: nn.Module,
+    **block_options: Any,
+) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+    """Absolute positions, embedding dropout, then every block of ``layers``: the
+    last output, every hidden state (input first) and every block's attention weights.
+    Shared by :class:`Encoder` and :class:`~selfattn.models.conformer.Conformer`."""
+    if absolute is not None:
+        x = absolute(x)
+    x = embed_dropout(x)
+    hidden_states = [x]
+    attentions: list[Tensor] = []
+    for layer in layers:
+        x, weights = layer(x, **block_options)
+        hidden_states.append(x)
+        if weights is not None:
+            attentions.append(weights)
+    return x, hidden_states, attentions
