@@ -20,7 +20,7 @@ from selfattn.data import (
     load_dataset,
 )
 from selfattn.data.recipes import shuffled, split_by_position, stratified_holdout
-from selfattn.data.splits import split_by_count
+from selfattn.data.splits import split_by_count, stratified_subset
 
 
 def test_registry_entries_are_complete() -> None:
@@ -69,6 +69,19 @@ def test_split_helpers_are_fixed() -> None:
     assert (test, dev, train) == ([0, 1, 2], [3, 4], [5, 6, 7, 8, 9])
     with pytest.raises(ValueError, match="cannot hold"):
         split_by_count(list(range(5)), num_test=3, num_dev=2)
+
+
+def test_stratified_subset_is_nested_and_keeps_label_shares() -> None:
+    examples = [Example(None, None, "a" if i % 4 else "b", f"x:{i}") for i in range(200)]
+    small, mid = stratified_subset(examples, 0.1), stratified_subset(examples, 0.3)
+    assert Counter(e.label for e in small) == {"a": 15, "b": 5}
+    assert Counter(e.label for e in mid) == {"a": 45, "b": 15}
+    assert {e.source for e in small} < {e.source for e in mid}  # 10 % ⊂ 30 %
+    assert [e.source for e in small] == sorted((e.source for e in small), key=lambda s: int(s[2:]))
+    assert stratified_subset(examples, 1.0) == examples
+    assert len(stratified_subset(examples[:3], 0.01)) == 2  # each label keeps one
+    with pytest.raises(ValueError, match="fraction must be in"):
+        stratified_subset(examples, 0.0)
 
 
 def test_recipe_task_must_agree() -> None:

@@ -118,6 +118,7 @@ def test_unknown_key_lists_the_valid_ones(tmp_path: Path) -> None:
         ("model.positional=nope", r"model\.positional: unknown encoding 'nope'"),
         ("model.architecture=transformer;model.num_heads=3", r"divisible by model\.num_heads"),
         ("train.epochs=0", r"train\.epochs must be >= 1"),
+        ("data.train_fraction=1.5", r"data\.train_fraction must be in \(0, 1\]"),
     ],
 )
 def test_bad_values_name_the_field(tmp_path: Path, override: str, message: str) -> None:
@@ -139,3 +140,18 @@ def test_shipped_configs_load(path: Path) -> None:
     config = load_config(path)
     assert isinstance(config, Config)
     assert config.run_dir == Path("runs") / path.stem
+
+
+def test_train_fraction_subsamples_training_only(tmp_path: Path) -> None:
+    from selfattn.train.pipeline import Prepared, prepare
+
+    rows = "".join(f"{'pos' if i % 2 else 'neg'},word{i} text\n" for i in range(40))
+    for name in ("train", "dev"):
+        (tmp_path / f"{name}.csv").write_text(rows, encoding="utf-8")
+    data = DataConfig(str(tmp_path / "train.csv"), dev=str(tmp_path / "dev.csv"))
+    full = prepare(Config(data))
+    part = prepare(Config(DataConfig(data.dataset, dev=data.dev, train_fraction=0.25)))
+    assert isinstance(full, Prepared) and isinstance(part, Prepared)
+    assert len(full.splits.train) == 40 and len(part.splits.train) == 10
+    assert sorted(e.label for e in part.splits.train) == ["neg"] * 5 + ["pos"] * 5
+    assert len(part.splits.dev) == 40  # dev and test are never cut

@@ -50,6 +50,10 @@ class DataConfig:
             For seq2seq text, one subword vocabulary is learned on both sides.
         task: ``auto`` (a recipe knows its task; a user's file is read by its extension)
             or ``seq2seq`` (a user's file holds ``source<TAB>target`` lines).
+        train_fraction: train on this fraction of the training split, in (0, 1]: a
+            seeded subset stratified by label, nested across fractions (10 % ⊂ 30 % ⊂
+            100 %; :func:`~selfattn.data.splits.stratified_subset`). Dev and test stay
+            whole. For data-size experiments and quick runs on long-input tasks.
     """
 
     dataset: str
@@ -61,11 +65,14 @@ class DataConfig:
     min_freq: int = 1
     bpe_vocab_size: int | None = None
     task: DataTask = "auto"
+    train_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_len", "min_freq"):
             if getattr(self, name) < 1:
                 raise ValueError(f"data.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 < self.train_fraction <= 1.0:
+            raise ValueError(f"data.train_fraction must be in (0, 1], got {self.train_fraction}")
         if self.bpe_vocab_size is not None and self.bpe_vocab_size < 1:
             raise ValueError(f"data.bpe_vocab_size must be >= 1, got {self.bpe_vocab_size}")
 

@@ -33,6 +33,7 @@ from selfattn.data import (
     train_bpe,
 )
 from selfattn.data.formats import tokenize
+from selfattn.data.splits import stratified_subset
 from selfattn.tasks import TaskModel, TaskSpec
 from selfattn.train.checkpoint import MANIFEST, load_model
 from selfattn.train.config import Config
@@ -90,6 +91,7 @@ def prepare(config: Config) -> Prepared | Seq2SeqPrepared:
     splits = load_dataset(data.dataset, dev=data.dev, test=data.test)
     if not splits.train:
         raise ValueError(f"dataset {data.dataset!r} has no training examples")
+    splits.train = stratified_subset(splits.train, data.train_fraction)
     text = splits.input == "text"
     vocab = chars = None
     bpe = None

@@ -30,6 +30,7 @@ from selfattn.data.seq2seq_collate import (
     Seq2SeqCollator,
     target_vocabulary,
 )
+from selfattn.data.splits import stratified_subset
 from selfattn.data.vocab import train_bpe
 from selfattn.decoding import (
     DecodeResult,
@@ -80,7 +81,9 @@ class Seq2SeqPrepared:
 def load_seq2seq_splits(config: Config) -> DatasetSplits:
     """The dataset of ``config``, read as seq2seq data."""
     data = config.data
-    return load_dataset(data.dataset, dev=data.dev, test=data.test, task="seq2seq")
+    splits = load_dataset(data.dataset, dev=data.dev, test=data.test, task="seq2seq")
+    splits.train = stratified_subset(splits.train, data.train_fraction)
+    return splits
 
 
 def prepare_seq2seq(config: Config, splits: DatasetSplits) -> Seq2SeqPrepared:
