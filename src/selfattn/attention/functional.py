@@ -30,7 +30,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from selfattn.attention.masks import structural_mask
-from selfattn.attention.normalizers import NORMALIZERS, NormalizerFn, resolve_normalizer
+from selfattn.attention.normalizers import NORMALIZERS, NormalizerFn, resolve_normalizer, softmax
 from selfattn.attention.scores import (
     FUSABLE_SCORES,
     AdditiveScore,
@@ -254,13 +254,22 @@ def _attend_block(
         scores = scores + bias
         finite = ~torch.isneginf(bias)
         allowed = finite if allowed is None else allowed & finite
+    refill = False
     if allowed is not None:
         scores = scores.masked_fill(~allowed, -math.inf)
-        # A row with no key at all would be softmax(-inf, …) = NaN: give it finite scores
-        # and zero its weights below, so its output is 0 and its gradient finite.
-        scores = scores.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+        has_key = allowed.any(dim=-1, keepdim=True)  # usually (B, 1, 1, 1): cheap to check
+        # softmax sends -inf to exactly 0; another normaliser, or a row with no key at all
+        # (softmax(-inf, …) = NaN), needs its masked weights zeroed after normalising.
+        # Skipping these two full-size passes when neither applies halves the masking
+        # cost of long CPU training steps (attention dropout takes this path there).
+        refill = normalizer is not softmax or not bool(has_key.all())
+        if refill:
+            # Finite scores for key-less rows; their weights are zeroed below, so their
+            # output is 0 and their gradient finite.
+            scores = scores.masked_fill(~has_key, 0.0)
     weights = normalizer(scores)
-    if allowed is not None:
+    if refill:
+        assert allowed is not None
         weights = weights.masked_fill(~allowed, 0.0)
     dropped = F.dropout(weights, p=dropout) if dropout > 0 else weights
     return dropped @ v, weights
