@@ -20,6 +20,7 @@ from selfattn.data import (
     load_dataset,
 )
 from selfattn.data.recipes import shuffled, split_by_position, stratified_holdout
+from selfattn.data.sources import InstalledSource
 from selfattn.data.splits import split_by_count, stratified_subset
 
 
@@ -37,6 +38,14 @@ def test_registry_entries_are_complete() -> None:
         "listops-short",
         "lra-text",
         "lra-image",
+        "digits",
+        "mnist-5k",
+        "fashion-mnist",
+        "digits-espeak",
+        "digit-strings-espeak",
+        "solubility",
+        "solubility-logs",
+        "karate",
     }
     for name, recipe in RECIPES.items():
         assert recipe.name == name and recipe.description and recipe.licence
@@ -48,11 +57,14 @@ def test_registry_entries_are_complete() -> None:
             for package in source.packages:
                 assert len(package.sha256) == 64 and package.members
                 assert all(not m.startswith("/") for m in package.members)
+        elif isinstance(source, InstalledSource):  # files of a package selfattn depends on
+            assert source.members and source.is_fetched()
         else:
             assert isinstance(source, GeneratedSource) and source.is_fetched()
         assert source.download_mb >= 0 and source.origin()
     seq2seq = {name for name, recipe in RECIPES.items() if recipe.task == "seq2seq"}
-    assert seq2seq == {"translate-de-en", "bible-en-es"} | {f"convex-hull-{n}" for n in (5, 10, 20)}
+    hulls = {f"convex-hull-{n}" for n in (5, 10, 20)}
+    assert seq2seq == {"translate-de-en", "bible-en-es", "digit-strings-espeak"} | hulls
 
 
 def test_split_helpers_are_fixed() -> None:
@@ -80,6 +92,8 @@ def test_stratified_subset_is_nested_and_keeps_label_shares() -> None:
     assert [e.source for e in small] == sorted((e.source for e in small), key=lambda s: int(s[2:]))
     assert stratified_subset(examples, 1.0) == examples
     assert len(stratified_subset(examples[:3], 0.01)) == 2  # each label keeps one
+    tagged = [Example(("w",), None, (f"t{i}",), f"x:{i}") for i in range(50)]  # unique labels
+    assert len(stratified_subset(tagged, 0.2, stratify=False)) == 10
     with pytest.raises(ValueError, match="fraction must be in"):
         stratified_subset(examples, 0.0)
 

@@ -44,7 +44,8 @@ def run_train(args: argparse.Namespace) -> int:
         + (" (stopped early)" if result.stopped_early else "")
     )
     if result.best is not None:
-        print(f"best epoch {result.best['epoch']}: dev accuracy {result.best['dev_accuracy']:.4f}")
+        metric = "accuracy" if "dev_accuracy" in result.best else "rmse"  # regression: rmse
+        print(f"best epoch {result.best['epoch']}: dev {metric} {result.best[f'dev_{metric}']:.4f}")
     print(f"checkpoints: {result.run_dir / 'best'}  {result.run_dir / 'last'}")
     return 0
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from selfattn.data.types import Batch, DataError, Example, TaskType
+from selfattn.data.types import NO_LABEL, Batch, DataError, Example, TaskType
 from selfattn.data.vocab import PAD_ID, CharVocabulary, LabelVocabulary, Vocabulary
 
 IGNORE_INDEX = -100
@@ -73,7 +73,11 @@ class Collator:
             features = _pad_features(examples, max_len)
         else:
             raise ValueError("a batch mixes text examples and vector examples")
-        return Batch(token_ids, char_ids, features, mask, self._labels(examples, max_len))
+        edge_index, edge_attr = _edges(examples, max_len)
+        labels = self._labels(examples, max_len)
+        return Batch(
+            token_ids, char_ids, features, mask, labels, edge_index=edge_index, edge_attr=edge_attr
+        )
 
     def _check_length(self, example: Example) -> None:
         length = len(example)
@@ -105,6 +109,8 @@ class Collator:
 
     def _labels(self, examples: Sequence[Example], max_len: int) -> torch.Tensor:
         encode = self.label_vocab.encode
+        if self.task == "regression":
+            return torch.tensor([_number(e) for e in examples], dtype=torch.float32)  # (B,)
         if self.task == "sequence":
             ids = []
             for e in examples:
@@ -120,8 +126,55 @@ class Collator:
                     f"{e.source}: a token task needs one label per position, got {count} "
                     f"label(s) for length {len(e)}"
                 )
-            labels[b, : len(e)] = torch.tensor([encode(t, e.source) for t in e.label])
+            labels[b, : len(e)] = torch.tensor(
+                [IGNORE_INDEX if t == NO_LABEL else encode(t, e.source) for t in e.label]
+            )
         return labels  # (B, L)
+
+
+def _number(example: Example) -> float:
+    """A regression example's target."""
+    try:
+        return float(example.label)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise DataError(
+            f"{example.source}: a regression target must be one number, got {example.label!r}"
+        ) from None
+
+
+def _edges(
+    examples: Sequence[Example], max_len: int
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Graph examples' edges over the flattened ``b·max_len + i`` positions, and their
+    features: ``((2, E) long, (E, D_e) float or None)``; ``(None, None)`` without graphs."""
+    with_edges = [e.edges is not None for e in examples]
+    if not any(with_edges):
+        return None, None
+    if not all(with_edges):
+        raise DataError(f"{examples[0].source}: a batch mixes graphs and sets without edges")
+    if len({e.edge_features is None for e in examples}) > 1:
+        raise DataError(f"{examples[0].source}: only some graphs of the batch have edge features")
+    index, attr = [], []
+    for b, example in enumerate(examples):
+        assert example.edges is not None
+        edges = np.asarray(example.edges)
+        if edges.ndim != 2 or edges.shape[1] != 2:
+            raise DataError(f"{example.source}: edges must have shape (E, 2), got {edges.shape}")
+        if edges.size and (edges.min() < 0 or edges.max() >= len(example)):
+            raise DataError(
+                f"{example.source}: an edge refers to a node outside 0..{len(example) - 1}"
+            )
+        index.append(torch.from_numpy(edges.astype(np.int64)).T + b * max_len)
+        if example.edge_features is not None:
+            if example.edge_features.shape[0] != edges.shape[0]:
+                raise DataError(
+                    f"{example.source}: {example.edge_features.shape[0]} edge feature rows "
+                    f"for {edges.shape[0]} edges"
+                )
+            attr.append(torch.from_numpy(np.asarray(example.edge_features, dtype=np.float32)))
+    if attr and len({a.shape[1] for a in attr}) > 1:
+        raise DataError(f"{examples[0].source}: edge feature sizes differ within a batch")
+    return torch.cat(index, dim=1), torch.cat(attr) if attr else None
 
 
 def _pad_features(examples: Sequence[Example], max_len: int) -> torch.Tensor:

@@ -22,6 +22,7 @@ from selfattn.data.formats import (
     read_ts,
 )
 from selfattn.data.recipes import RECIPES
+from selfattn.data.speech import is_wav_csv, read_wav_csv
 from selfattn.data.types import DataError, DatasetSplits, Example, InputKind, TaskType
 
 _READERS: dict[str, Callable[[Path], list[Example]]] = {
@@ -49,7 +50,10 @@ def load_dataset(
     ``.txt`` (``word/TAG`` lines), ``.conllu``, ``.csv`` / ``.tsv`` (``label,text``),
     ``.npz`` (vector sets), ``.ts`` (sktime time series) — unless ``task="seq2seq"``:
     then every file, whatever its extension, holds ``source<TAB>target`` lines
-    (:func:`~selfattn.data.formats.read_parallel`).
+    (:func:`~selfattn.data.formats.read_parallel`). A ``.csv`` whose header is
+    ``path,label`` (or a folder holding such a ``labels.csv``) lists WAV files instead,
+    read as speech vectors (:func:`~selfattn.data.speech.read_wav_csv`; with
+    ``task="seq2seq"`` the label is the space-separated target).
 
     Args:
         task: the task the caller expects. Needed for seq2seq user data, whose labels
@@ -105,10 +109,14 @@ def load_dataset(
 def _read_user_file(
     path: Path, conllu_tag: Literal["upos", "xpos"], task: TaskType | None
 ) -> list[Example]:
+    if path.is_dir() and (path / "labels.csv").is_file():
+        path = path / "labels.csv"  # a folder of WAV files with its labels.csv
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     suffix = path.suffix.lower()
-    if task == "seq2seq":
+    if suffix == ".csv" and is_wav_csv(path):
+        examples = read_wav_csv(path, seq2seq=task == "seq2seq")
+    elif task == "seq2seq":
         if suffix == ".npz":
             raise DataError(f"{path}: seq2seq user data is source<TAB>target text, not .npz")
         examples = read_parallel(path)

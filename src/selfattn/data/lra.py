@@ -57,7 +57,7 @@ import numpy as np
 
 from selfattn.data.listops import ListOpsSpec, generate_listops
 from selfattn.data.reviews import SENTIMENTS, Review, rotten_tomatoes_splits
-from selfattn.data.sources import GeneratedSource
+from selfattn.data.sources import DebianPackage, DebianSource, GeneratedSource
 from selfattn.data.splits import shuffled
 from selfattn.data.types import DataError, DatasetSplits, Example
 
@@ -202,6 +202,28 @@ FASHION_MNIST_CLASSES = (
     "Bag",
     "Ankle boot",
 )
+#: The four idx files of Fashion-MNIST, in the order the builders read them: train
+#: images, train labels, test images, test labels (``lra-image`` and ``fashion-mnist``).
+FASHION_MNIST_SOURCE = DebianSource(
+    (
+        DebianPackage(
+            package="dataset-fashion-mnist",
+            version="0.0~git20200523.55506a9-1",
+            sha256="39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6beefc0",
+            members=tuple(
+                f"usr/share/datasets/fashion-mnist/{name}-ubyte.gz"
+                for name in (
+                    "train-images-idx3",
+                    "train-labels-idx1",
+                    "t10k-images-idx3",
+                    "t10k-labels-idx1",
+                )
+            ),
+            download_mb=30.9,
+        ),
+    )
+)
+FASHION_MNIST_LICENCE = "Fashion-MNIST, (c) 2017 Zalando SE, MIT (Expat)"
 #: Pixel value v ↦ token ``str(v)``: 256 tokens, as LRA embeds its 8-bit pixels.
 PIXEL_TOKENS = tuple(str(v) for v in range(256))
 #: Images held out of the official training set for dev (LRA's CIFAR-10 dev: 5,000).
@@ -251,16 +273,22 @@ def image_examples(
     ]
 
 
+ImageExamples = Callable[[np.ndarray, np.ndarray, Sequence[int], str], list[Example]]
+
+
 def lra_image_builder(
     train_size: int | None = IMAGE_TRAIN_SIZE,
     dev_size: int = IMAGE_DEV_SIZE,
     test_size: int | None = None,
+    make_examples: ImageExamples = image_examples,
 ) -> Builder:
     """The builder of ``lra-image`` from the four Fashion-MNIST idx files.
 
     The official training images are shuffled with seed 0: the first ``dev_size`` are
     dev, the next ``train_size`` (``None``: all the rest) train. Test is the first
-    ``test_size`` (``None``: all 10,000) of the official test set.
+    ``test_size`` (``None``: all 10,000) of the official test set. ``make_examples``
+    turns ``(images, labels, indices, name)`` into examples: pixel tokens here, pixel
+    vectors for ``fashion-mnist`` (:mod:`selfattn.data.images`).
     """
 
     def build(recipe: Recipe, paths: list[Path]) -> DatasetSplits:
@@ -276,9 +304,9 @@ def lra_image_builder(
         order = shuffled(range(len(train_images)), seed=0)
         end = None if train_size is None else dev_size + train_size
         return recipe.splits(
-            image_examples(train_images, train_labels, order[dev_size:end], str(paths[0])),
-            image_examples(train_images, train_labels, order[:dev_size], str(paths[0])),
-            image_examples(
+            make_examples(train_images, train_labels, order[dev_size:end], str(paths[0])),
+            make_examples(train_images, train_labels, order[:dev_size], str(paths[0])),
+            make_examples(
                 test_images, test_labels, range(len(test_images))[:test_size], str(paths[2])
             ),
         )

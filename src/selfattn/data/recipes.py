@@ -19,6 +19,12 @@ inside, and how to split them; nothing is redistributed with selfattn. The first
   their hulls (pointer networks), see :mod:`selfattn.data.hull`.
 * ``lra-listops``, ``listops-short``, ``lra-text``, ``lra-image`` (sequence task, text):
   Long Range Arena tasks (Tay et al. 2021), see :mod:`selfattn.data.lra`.
+* ``digits``, ``mnist-5k``, ``fashion-mnist`` (sequence task, vectors): images as sets of
+  pixel vectors, see :mod:`selfattn.data.images`.
+* ``solubility`` (sequence task, graphs), ``solubility-logs`` (regression, graphs),
+  ``karate`` (token task, one graph's nodes): see :mod:`selfattn.data.graphs`.
+* ``digits-espeak`` (sequence task, vectors), ``digit-strings-espeak`` (seq2seq, vectors):
+  spoken digits synthesised with Debian's espeak-ng, see :mod:`selfattn.data.speech`.
 
 :func:`selfattn.data.loading.load_dataset` loads a recipe by name, or a user's own files.
 """
@@ -31,9 +37,13 @@ from pathlib import Path
 
 from selfattn.data.bible import build_bible_en_es
 from selfattn.data.formats import read_tagged, read_ts, tokenize
+from selfattn.data.graphs import graph_recipes
 from selfattn.data.hull import SPLIT_SIZES, hull_builder
+from selfattn.data.images import image_recipes
 from selfattn.data.listops import LRA_LISTOPS, SHORT_LISTOPS, ListOpsSpec
 from selfattn.data.lra import (
+    FASHION_MNIST_LICENCE,
+    FASHION_MNIST_SOURCE,
     IMAGE_DEV_SIZE,
     IMAGE_TRAIN_SIZE,
     TEXT_LENGTHS,
@@ -50,6 +60,7 @@ from selfattn.data.sources import (
     PyPISource,
     Source,
 )
+from selfattn.data.speech import speech_recipes
 from selfattn.data.splits import shuffled, split_by_position, stratified_holdout
 from selfattn.data.translation import build_translate_de_en
 from selfattn.data.types import DataError, DatasetSplits, Example, InputKind, TaskType
@@ -353,27 +364,12 @@ RECIPES: dict[str, Recipe] = {
                 f"{IMAGE_DEV_SIZE:,} of the official 60,000 training images (seed 0); "
                 f"train: {IMAGE_TRAIN_SIZE:,} of the other 55,000; test: the official 10,000."
             ),
-            source=DebianSource(
-                (
-                    DebianPackage(
-                        package="dataset-fashion-mnist",
-                        version="0.0~git20200523.55506a9-1",
-                        sha256="39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6beefc0",
-                        members=tuple(
-                            f"usr/share/datasets/fashion-mnist/{name}-ubyte.gz"
-                            for name in (
-                                "train-images-idx3",
-                                "train-labels-idx1",
-                                "t10k-images-idx3",
-                                "t10k-labels-idx1",
-                            )
-                        ),
-                        download_mb=30.9,
-                    ),
-                )
-            ),
-            licence="Fashion-MNIST, (c) 2017 Zalando SE, MIT (Expat)",
+            source=FASHION_MNIST_SOURCE,
+            licence=FASHION_MNIST_LICENCE,
             build=lra_image_builder(),
         ),
+        *image_recipes(),
+        *graph_recipes(),
+        *speech_recipes(),
     ]
 }

@@ -1,4 +1,5 @@
-"""Where a recipe's data comes from: a PyPI archive, Debian packages, or a generator.
+"""Where a recipe's data comes from: a PyPI archive, Debian packages, a generator, or a
+package already installed (scikit-learn's digits).
 
 Every source answers the same four questions, so a :class:`~selfattn.data.recipes.Recipe`
 never needs to know which kind it holds:
@@ -12,11 +13,14 @@ never needs to know which kind it holds:
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
 from selfattn.data.cache import fetch_member, member_path
 from selfattn.data.debian import deb_member_path, fetch_deb_members
+from selfattn.data.types import DataError
 
 
 @dataclass(frozen=True)
@@ -113,4 +117,52 @@ class GeneratedSource:
         return []
 
 
-Source = PyPISource | DebianSource | GeneratedSource
+@dataclass(frozen=True)
+class InstalledSource:
+    """Files shipped inside a Python package that selfattn already depends on.
+
+    Nothing is downloaded: the files are read where the package is installed, found
+    without importing it (``importlib.util.find_spec``).
+    """
+
+    package: str  # the distribution, as pip names it (``scikit-learn``)
+    module: str  # its top-level module (``sklearn``)
+    members: tuple[str, ...]  # paths inside the module's folder
+    download_mb: float = 0.0
+
+    def origin(self) -> str:
+        """``installed package==version``."""
+        try:
+            version = importlib.metadata.version(self.package)
+        except importlib.metadata.PackageNotFoundError:
+            version = "(not installed)"
+        return f"installed {self.package}=={version}"
+
+    def _folder(self) -> Path | None:
+        spec = importlib.util.find_spec(self.module)
+        if spec is None or spec.origin is None:
+            return None
+        return Path(spec.origin).parent
+
+    def is_fetched(self) -> bool:
+        """Whether the package is installed with every member."""
+        folder = self._folder()
+        return folder is not None and all((folder / m).is_file() for m in self.members)
+
+    def fetch(self) -> list[Path]:
+        """The installed member files.
+
+        Raises:
+            DataError: the package or a member is missing (names the install step).
+        """
+        folder = self._folder()
+        paths = [] if folder is None else [folder / m for m in self.members]
+        if folder is None or not all(path.is_file() for path in paths):
+            raise DataError(
+                f"{self.module}/{', '.join(self.members)} not found: install {self.package} "
+                f"(pip install {self.package})"
+            )
+        return paths
+
+
+Source = PyPISource | DebianSource | GeneratedSource | InstalledSource

@@ -71,15 +71,17 @@ def stratified_holdout(
     return kept, [e for i, e in enumerate(examples) if i in held]
 
 
-def stratified_subset(examples: Sequence[Example], fraction: float, seed: int = 0) -> list[Example]:
+def stratified_subset(
+    examples: Sequence[Example], fraction: float, seed: int = 0, *, stratify: bool = True
+) -> list[Example]:
     """About ``fraction`` of each label's examples, in data order; nested in ``fraction``.
 
     Each label's examples are shuffled once with ``seed`` and the first
     ``max(1, round(n · fraction))`` kept, so a smaller fraction's subset lies inside a
     larger one's (the lecture's data-size experiment grows one training set: 10 % ⊂ 30 %
-    ⊂ 100 %) and every label keeps at least one example. Token and seq2seq examples are
-    grouped by their whole label sequence, which for most is unique: a plain random
-    subset.
+    ⊂ 100 %) and every label keeps at least one example. ``stratify=False`` treats all
+    examples as one group — for labels that are not classes (a token task's tag
+    sequences, seq2seq targets, regression values).
 
     Raises:
         ValueError: ``fraction`` outside (0, 1].
@@ -90,7 +92,7 @@ def stratified_subset(examples: Sequence[Example], fraction: float, seed: int = 
         return list(examples)
     by_label: dict[str, list[int]] = defaultdict(list)
     for i, example in enumerate(examples):
-        by_label[str(example.label)].append(i)
+        by_label[str(example.label) if stratify else ""].append(i)
     rng = random.Random(seed)
     kept: set[int] = set()
     for label in sorted(by_label):

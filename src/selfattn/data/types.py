@@ -20,12 +20,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-TaskType = Literal["token", "sequence", "seq2seq"]
+TaskType = Literal["token", "sequence", "seq2seq", "regression"]
 InputKind = Literal["text", "vectors"]
 
 
 class DataError(ValueError):
     """Bad user data: the message names the file and line (``path:line: problem``)."""
+
+
+#: A token task's label for a position that is not scored (a graph's unlabelled nodes):
+#: the collator gives it the ignored label id, and no label vocabulary counts it.
+NO_LABEL = "<no-label>"
 
 
 @dataclass(frozen=True)
@@ -39,15 +44,22 @@ class Example:
     * ``"sequence"``: one string;
     * ``"seq2seq"``: a tuple of T ≥ 1 target tokens, T independent of L (a translation's
       words; for vector input such as the convex hull, the indices ``"0"`` … ``"L-1"`` of
-      the input vectors the output points to).
+      the input vectors the output points to);
+    * ``"regression"``: one string holding a number (a molecule's logS, ``"-3.18"``).
 
     ``source`` says where it came from (``path:line``) for error messages.
+
+    A graph (lecture 000, §Graph) also has ``edges``: ``(E, 2)`` int node numbers
+    ``(source j, target i)``, i attends to j (an undirected edge is both directions), and
+    optionally ``edge_features`` ``(E, D_e)``, one row per edge.
     """
 
     tokens: tuple[str, ...] | None
     features: np.ndarray | None
     label: tuple[str, ...] | str
     source: str = ""
+    edges: np.ndarray | None = None
+    edge_features: np.ndarray | None = None
 
     def __len__(self) -> int:
         if self.tokens is not None:
@@ -80,6 +92,10 @@ class Batch:
         features: ``(B, L, F)`` float (vector input) or ``None``.
         key_padding_mask: ``(B, L)`` bool, True at padding.
         labels: ``(B, L)`` long with ``-100`` at padding (token task) or ``(B,)`` long.
+        edge_index: graphs only: ``(2, E)`` long edges (source j, target i) between the
+            flattened positions ``b·L + i`` of the batch, so ``x.reshape(B * L, ...)``
+            indexes the nodes (:func:`selfattn.efficient.edge_attention`'s convention).
+        edge_attr: ``(E, D_e)`` float features of those edges, or ``None``.
     """
 
     token_ids: Tensor | None
@@ -87,6 +103,8 @@ class Batch:
     features: Tensor | None
     key_padding_mask: Tensor
     labels: Tensor
+    edge_index: Tensor | None = None
+    edge_attr: Tensor | None = None
 
     def to(self, device: torch.device | str) -> Batch:
         """The same batch on ``device``."""
@@ -100,6 +118,8 @@ class Batch:
             move(self.features),
             self.key_padding_mask.to(device),
             self.labels.to(device),
+            edge_index=move(self.edge_index),
+            edge_attr=move(self.edge_attr),
         )
 
     @property

@@ -18,7 +18,7 @@ from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.data.types import NO_LABEL, DataError, DatasetSplits, Example
 
 PAD = "<pad>"
 UNK = "<unk>"
@@ -154,14 +154,15 @@ class LabelVocabulary:
 
     @classmethod
     def build(cls, examples: Iterable[Example]) -> LabelVocabulary:
-        """The labels of training ``examples`` (token or sequence task), sorted."""
+        """The labels of training ``examples`` (token or sequence task), sorted
+        (:data:`~selfattn.data.types.NO_LABEL`, an unscored position, is not a class)."""
         seen: set[str] = set()
         for example in examples:
             if isinstance(example.label, str):
                 seen.add(example.label)
             else:
                 seen.update(example.label)
-        return cls(sorted(seen))
+        return cls(sorted(seen - {NO_LABEL}))
 
     @classmethod
     def for_splits(cls, splits: DatasetSplits) -> LabelVocabulary:

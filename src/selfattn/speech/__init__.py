@@ -3,6 +3,7 @@ one vector per 25 ms window every 10 ms.
 
     >>> samples, rate = read_wav("seven.wav", sample_rate=SAMPLE_RATE)
     >>> features = log_mel(samples, rate, n_mels=80)  # (frames, 80), 100 frames a second
+    >>> vectors = speech_vectors(samples, rate)  # (frames // 3, 120): the recipes' front end
 """
 
 from __future__ import annotations
@@ -18,15 +19,27 @@ from selfattn.speech.features import (
     read_wav,
     resample,
 )
+from selfattn.speech.frontend import (
+    N_MELS,
+    STACK,
+    normalize_utterance,
+    speech_vectors,
+    speech_vectors_file,
+)
 
 __all__ = [
     "LOG_FLOOR",
+    "N_MELS",
     "SAMPLE_RATE",
+    "STACK",
     "frame_sizes",
     "log_mel",
     "log_mel_file",
     "mel_filterbank",
+    "normalize_utterance",
     "num_frames",
     "read_wav",
     "resample",
+    "speech_vectors",
+    "speech_vectors_file",
 ]

@@ -26,6 +26,7 @@ from selfattn.tasks.heads import (
     FirstPooling,
     MeanPooling,
     SequenceClassifier,
+    SequenceRegressor,
     TokenClassifier,
 )
 from selfattn.tasks.model import TaskModel, TaskSpec, build_model, build_model_from_spec
@@ -60,6 +61,7 @@ __all__ = [
     "Seq2SeqObjective",
     "SequenceClassifier",
     "SequenceEncoder",
+    "SequenceRegressor",
     "TaskModel",
     "TaskSpec",
     "TokenClassifier",

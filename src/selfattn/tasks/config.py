@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from selfattn.efficient import KERNELS
-from selfattn.positional import POSITIONAL
+from selfattn.positional import GRID_POSITIONAL, POSITIONAL
 
-Architecture = Literal["transformer", "fc", "fc_window", "bigru", "cnn", "conformer"]
+Architecture = Literal[
+    "transformer", "fc", "fc_window", "bigru", "cnn", "conformer", "graph", "cnn2d"
+]
 Pooling = Literal["mean", "first", "attention"]
 
 
@@ -25,7 +27,9 @@ class ModelConfig:
             ``transformer`` (self-attention), or one of the lecture's baselines: ``fc``
             (an MLP on each vector alone), ``fc_window`` (an MLP on the ±``window_k``
             neighbourhood), ``bigru`` (bidirectional GRU), ``cnn`` (1-D convolutions),
-            ``conformer`` (self-attention + convolution blocks, Gulati et al. 2020).
+            ``conformer`` (self-attention + convolution blocks, Gulati et al. 2020),
+            ``graph`` (self-attention along a graph's edges, :mod:`selfattn.tasks.graph`),
+            ``cnn2d`` (a 2-D CNN over an image's pixel grid, :mod:`selfattn.tasks.vision`).
         embed_dim: E, size of the input vectors the encoder receives.
         num_heads: H, attention heads (``transformer`` only).
         num_layers: blocks / MLP layers / GRU layers / convolutions.
@@ -54,6 +58,12 @@ class ModelConfig:
             (``window``), random features (``performer``), projected length
             (``linformer``), buckets (``lsh``), landmarks (``nystrom``); ``None`` (``"none"``
             in TOML) keeps the variant's default.
+        patch_size: image data only (:mod:`selfattn.tasks.vision`): P to cut each image
+            into P × P patches, one vector each (ViT); ``None``: one vector per pixel.
+        grid_positional: image data only: a 2-D positional encoding of each pixel's or
+            patch's (row, column), a key of :data:`selfattn.positional.GRID_POSITIONAL`
+            (``sinusoidal2d``, ``learned2d``), or ``None``. With it, ``positional`` must be
+            ``none`` (one position per vector is enough).
     """
 
     architecture: Architecture = "transformer"
@@ -71,6 +81,8 @@ class ModelConfig:
     norm_first: bool = True
     attention: str = "dense"
     attention_size: int | None = None
+    patch_size: int | None = None
+    grid_positional: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
@@ -101,10 +113,30 @@ class ModelConfig:
                 f"model.positional: unknown encoding {self.positional!r}; choose one of "
                 f"{', '.join(POSITIONAL)} or none"
             )
-        if self.architecture in ("transformer", "conformer") and self.embed_dim % self.num_heads:
+        if (
+            self.architecture in ("transformer", "conformer", "graph")
+            and self.embed_dim % self.num_heads
+        ):
             raise ValueError(
                 f"model.embed_dim ({self.embed_dim}) must be divisible by "
                 f"model.num_heads ({self.num_heads})"
+            )
+        self._check_image_options()
+
+    def _check_image_options(self) -> None:
+        if self.patch_size is not None and self.patch_size < 1:
+            raise ValueError(f"model.patch_size must be >= 1 or none, got {self.patch_size}")
+        if self.grid_positional is None:
+            return
+        if self.grid_positional not in GRID_POSITIONAL:
+            raise ValueError(
+                f"model.grid_positional: unknown encoding {self.grid_positional!r}; choose "
+                f"one of {', '.join(GRID_POSITIONAL)} or none"
+            )
+        if self.positional is not None:
+            raise ValueError(
+                f"model.grid_positional ({self.grid_positional!r}) replaces the 1-D "
+                f'model.positional ({self.positional!r}): set model.positional = "none"'
             )
 
     def attention_options(self) -> dict[str, int]:

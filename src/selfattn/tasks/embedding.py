@@ -126,6 +126,11 @@ class InputEmbedding(nn.Module):
             x = self.merge(torch.cat([x, self.chars(batch.char_ids)], dim=-1))
         return x
 
+    def padding_mask(self, batch: Batch) -> Tensor:
+        """``(B, L)``, True at padding: one vector per input position, so the batch's own
+        (an image embedding's patches differ, :mod:`selfattn.tasks.vision`)."""
+        return batch.key_padding_mask
+
     def drop_words(self, token_ids: Tensor) -> Tensor:
         """``token_ids`` with word dropout applied (a no-op in eval mode or when off).
 

@@ -22,6 +22,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from selfattn.models.conformer import Conformer
 from selfattn.models.encoder import Encoder
 from selfattn.tasks.config import ModelConfig
+from selfattn.tasks.graph import GraphTransformer
 
 
 class SequenceEncoder(nn.Module, abc.ABC):
@@ -285,6 +286,40 @@ class ConformerSequenceEncoder(SequenceEncoder):
         return self.encoder(x, key_padding_mask=key_padding_mask).last_hidden_state
 
 
+class GraphSequenceEncoder(SequenceEncoder):
+    """A :class:`~selfattn.tasks.graph.GraphTransformer`: each node attends to its graph
+    neighbours and itself (the batch's ``edge_index``, with ``edge_dim`` features per edge);
+    without edges, to every real node of its set. It uses no positions."""
+
+    def __init__(self, config: ModelConfig, *, edge_dim: int | None = None) -> None:
+        super().__init__()
+        self.output_dim = config.embed_dim
+        self.encoder = GraphTransformer(
+            config.embed_dim,
+            config.num_heads,
+            config.num_layers,
+            config.ffn_dim,
+            edge_dim=edge_dim,
+            dropout=config.dropout,
+            norm_first=config.norm_first,
+        )
+
+    @classmethod
+    def from_config(
+        cls, config: ModelConfig, *, max_len: int = 512, edge_dim: int | None = None
+    ) -> SequenceEncoder:
+        return cls(config, edge_dim=edge_dim)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor,
+        edge_index: Tensor | None = None,
+        edge_attr: Tensor | None = None,
+    ) -> Tensor:
+        return self.encoder(x, key_padding_mask, edge_index, edge_attr)
+
+
 #: Every encoder by name; the contract tests iterate over it.
 ENCODERS: dict[str, type[SequenceEncoder]] = {
     "transformer": TransformerSequenceEncoder,
@@ -293,11 +328,17 @@ ENCODERS: dict[str, type[SequenceEncoder]] = {
     "bigru": BiGRUEncoder,
     "cnn": CNNEncoder,
     "conformer": ConformerSequenceEncoder,
+    "graph": GraphSequenceEncoder,
 }
 
 
-def build_encoder(config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
-    """The encoder named ``config.architecture``."""
+def build_encoder(
+    config: ModelConfig, *, max_len: int = 512, edge_dim: int | None = None
+) -> SequenceEncoder:
+    """The encoder named ``config.architecture`` (``edge_dim``: features per graph edge,
+    for ``graph``)."""
+    if config.architecture == "graph":
+        return GraphSequenceEncoder.from_config(config, max_len=max_len, edge_dim=edge_dim)
     if config.architecture not in ENCODERS:
         raise ValueError(
             f"unknown architecture {config.architecture!r}; choose one of {', '.join(ENCODERS)}"

@@ -89,6 +89,44 @@ POOLINGS: dict[str, type[nn.Module]] = {
 }
 
 
+class SequenceRegressor(nn.Module):
+    """One number per sequence: pool, then a linear layer to a standardised value that is
+    scaled back, ``target_mean + target_std · z`` (the training targets' mean and standard
+    deviation, so the layer learns values near 0 ± 1 whatever the targets' units).
+
+    Args:
+        input_dim: D, the encoder's output size.
+        pooling: a key of :data:`POOLINGS`.
+        dropout: on the pooled vector.
+        target_mean: mean of the training targets.
+        target_std: their standard deviation (> 0).
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        *,
+        pooling: str = "mean",
+        dropout: float = 0.0,
+        target_mean: float = 0.0,
+        target_std: float = 1.0,
+    ) -> None:
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+        if target_std <= 0:
+            raise ValueError(f"target_std must be positive, got {target_std}")
+        self.pool = POOLINGS[pooling](input_dim)
+        self.dropout = nn.Dropout(dropout)
+        self.proj = nn.Linear(input_dim, 1)
+        self.target_mean, self.target_std = target_mean, target_std
+
+    def forward(self, h: Tensor, key_padding_mask: Tensor) -> Tensor:
+        """``(B, L, D), (B, L) → (B,)`` predictions in the targets' units."""
+        z = self.proj(self.dropout(self.pool(h, key_padding_mask))).squeeze(-1)
+        return self.target_mean + self.target_std * z
+
+
 class SequenceClassifier(nn.Module):
     """One score vector per sequence: pool, then a linear layer.
 

@@ -10,8 +10,14 @@ from torch import Tensor, nn
 from selfattn.data.types import Batch, TaskType
 from selfattn.tasks.config import ModelConfig
 from selfattn.tasks.embedding import InputEmbedding
-from selfattn.tasks.encoders import SequenceEncoder, TransformerSequenceEncoder, build_encoder
-from selfattn.tasks.heads import SequenceClassifier, TokenClassifier
+from selfattn.tasks.encoders import (
+    GraphSequenceEncoder,
+    SequenceEncoder,
+    TransformerSequenceEncoder,
+    build_encoder,
+)
+from selfattn.tasks.heads import SequenceClassifier, SequenceRegressor, TokenClassifier
+from selfattn.tasks.vision import ImageEmbedding, build_image_parts, uses_image
 
 
 @dataclass(frozen=True)
@@ -20,12 +26,18 @@ class TaskSpec:
     needed to rebuild it (it is stored in checkpoints).
 
     Attributes:
-        task: ``"token"`` (a label per vector) or ``"sequence"`` (a label per set).
-        num_labels: number of classes.
+        task: ``"token"`` (a label per vector), ``"sequence"`` (a label per set) or
+            ``"regression"`` (a number per set).
+        num_labels: number of classes (1 for regression).
         vocab_size: word ids (text input), else ``None``.
         char_vocab_size: character ids (text input with character features), else ``None``.
         feature_dim: size of each input vector (vector input), else ``None``.
         max_len: the longest sequence the positional encoding must cover.
+        edge_dim: features per graph edge (graph input with edge features), else ``None``.
+        image_shape: ``(H, W, C)`` of every image (image recipes, whose vectors are the
+            pixels), else ``None``.
+        target_mean: regression: the training targets' mean (0 otherwise).
+        target_std: regression: their standard deviation (1 otherwise).
     """
 
     task: TaskType
@@ -34,6 +46,10 @@ class TaskSpec:
     char_vocab_size: int | None = None
     feature_dim: int | None = None
     max_len: int = 512
+    edge_dim: int | None = None
+    image_shape: tuple[int, int, int] | None = None
+    target_mean: float = 0.0
+    target_std: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -42,6 +58,8 @@ class TaskSpec:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TaskSpec:
         """The inverse of :meth:`to_dict`."""
+        if values.get("image_shape") is not None:  # JSON stores the tuple as a list
+            values = {**values, "image_shape": tuple(values["image_shape"])}
         return cls(**values)
 
 
@@ -57,9 +75,9 @@ class TaskModel(nn.Module):
 
     def __init__(
         self,
-        embedding: InputEmbedding,
+        embedding: InputEmbedding | ImageEmbedding,
         encoder: SequenceEncoder,
-        head: TokenClassifier | SequenceClassifier,
+        head: TokenClassifier | SequenceClassifier | SequenceRegressor,
         *,
         spec: TaskSpec | None = None,
     ) -> None:
@@ -72,8 +90,13 @@ class TaskModel(nn.Module):
     def forward(self, batch: Batch) -> Tensor:
         """Returns logits, ``(B, L, num_labels)`` for a token task, ``(B, num_labels)`` for
         a sequence task."""
-        mask = batch.key_padding_mask
-        return self.head(self.encoder(self.embedding(batch), mask), mask)
+        mask = self.embedding.padding_mask(batch)  # image patches: not the batch's length
+        x = self.embedding(batch)
+        if isinstance(self.encoder, GraphSequenceEncoder):  # the one encoder that reads edges
+            h = self.encoder(x, mask, batch.edge_index, batch.edge_attr)
+        else:
+            h = self.encoder(x, mask)
+        return self.head(h, mask)
 
     def attention_maps(self, batch: Batch) -> list[Tensor]:
         """Every transformer block's attention weights, ``num_layers`` × ``(B, H, L, L)``.
@@ -86,7 +109,8 @@ class TaskModel(nn.Module):
                 f"attention maps need architecture 'transformer'; this model's encoder is a "
                 f"{type(self.encoder).__name__}, which has no attention weights"
             )
-        return self.encoder.attention_maps(self.embedding(batch), batch.key_padding_mask)
+        mask = self.embedding.padding_mask(batch)
+        return self.encoder.attention_maps(self.embedding(batch), mask)
 
 
 def build_model(
@@ -98,6 +122,10 @@ def build_model(
     feature_dim: int | None,
     num_labels: int,
     max_len: int = 512,
+    edge_dim: int | None = None,
+    image_shape: tuple[int, int, int] | None = None,
+    target_mean: float = 0.0,
+    target_std: float = 1.0,
 ) -> TaskModel:
     """The model ``config`` describes, for a task with these inputs and labels.
 
@@ -110,6 +138,11 @@ def build_model(
         feature_dim: F for vector input; ``None`` for text input.
         num_labels: number of classes.
         max_len: longest sequence expected (positional tables).
+        edge_dim: features per graph edge, for the ``graph`` encoder.
+        image_shape: ``(H, W, C)`` of image data, for the image models
+            (:mod:`selfattn.tasks.vision`: patches, 2-D positions, ``cnn2d``).
+        target_mean: regression (:class:`SequenceRegressor`): the training targets' mean.
+        target_std: regression: their standard deviation.
 
     Raises:
         ValueError: inconsistent inputs (both or neither of vocab_size and feature_dim,
@@ -125,25 +158,43 @@ def build_model(
         char_vocab_size=char_vocab_size if use_chars else None,
         feature_dim=feature_dim,
         max_len=max_len,
+        edge_dim=edge_dim,
+        image_shape=image_shape,
+        target_mean=target_mean,
+        target_std=target_std,
     )
-    embedding = InputEmbedding(
-        config.embed_dim,
-        vocab_size=vocab_size,
-        feature_dim=feature_dim,
-        char_vocab_size=spec.char_vocab_size,
-        char_dim=config.char_dim,
-        word_dropout=config.word_dropout,
-    )
-    encoder = build_encoder(config, max_len=max_len)
-    head: TokenClassifier | SequenceClassifier
+    embedding: InputEmbedding | ImageEmbedding
+    encoder: SequenceEncoder | None = None
+    if uses_image(config):
+        embedding, encoder = build_image_parts(config, image_shape, task=task)
+    else:
+        embedding = InputEmbedding(
+            config.embed_dim,
+            vocab_size=vocab_size,
+            feature_dim=feature_dim,
+            char_vocab_size=spec.char_vocab_size,
+            char_dim=config.char_dim,
+            word_dropout=config.word_dropout,
+        )
+    if encoder is None:
+        encoder = build_encoder(config, max_len=max_len, edge_dim=edge_dim)
+    head: TokenClassifier | SequenceClassifier | SequenceRegressor
     if task == "token":
         head = TokenClassifier(encoder.output_dim, num_labels, dropout=config.dropout)
     elif task == "sequence":
         head = SequenceClassifier(
             encoder.output_dim, num_labels, pooling=config.pooling, dropout=config.dropout
         )
+    elif task == "regression":
+        head = SequenceRegressor(
+            encoder.output_dim,
+            pooling=config.pooling,
+            dropout=config.dropout,
+            target_mean=target_mean,
+            target_std=target_std,
+        )
     else:
-        raise ValueError(f"unknown task {task!r}; choose 'token' or 'sequence'")
+        raise ValueError(f"unknown task {task!r}; choose 'token', 'sequence' or 'regression'")
     return TaskModel(embedding, encoder, head, spec=spec)
 
 

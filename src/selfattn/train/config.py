@@ -51,9 +51,10 @@ class DataConfig:
         task: ``auto`` (a recipe knows its task; a user's file is read by its extension)
             or ``seq2seq`` (a user's file holds ``source<TAB>target`` lines).
         train_fraction: train on this fraction of the training split, in (0, 1]: a
-            seeded subset stratified by label, nested across fractions (10 % ⊂ 30 % ⊂
-            100 %; :func:`~selfattn.data.splits.stratified_subset`). Dev and test stay
-            whole. For data-size experiments and quick runs on long-input tasks.
+            seeded subset (stratified by label for classification of whole sets), nested
+            across fractions (10 % ⊂ 30 % ⊂ 100 %;
+            :func:`~selfattn.data.splits.stratified_subset`). Dev and test stay whole.
+            For data-size experiments and quick runs on long-input tasks.
     """
 
     dataset: str

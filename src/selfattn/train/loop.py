@@ -11,10 +11,11 @@ The loop does not know where batches come from. It is given
   can read new text.
 
 Each epoch appends one JSON line to ``run_dir/metrics.jsonl`` and writes ``run_dir/last/``;
-``run_dir/best/`` holds the epoch with the best dev accuracy (or, without a dev set, the
-lowest training loss). ``resume=True`` continues from ``run_dir/last/`` with weights,
-optimizer, schedule, RNG states and counters restored, and ends in exactly the state an
-uninterrupted run reaches (on the CPU; CUDA kernels need not be deterministic).
+``run_dir/best/`` holds the epoch with the best dev accuracy (for a regression the lowest
+dev loss; without a dev set, the lowest training loss). ``resume=True`` continues from
+``run_dir/last/`` with weights, optimizer, schedule, RNG states and counters restored, and
+ends in exactly the state an uninterrupted run reaches (on the CPU; CUDA kernels need not
+be deterministic).
 """
 
 from __future__ import annotations
@@ -272,7 +273,7 @@ class Trainer:
         if self.dev_batches is not None:
             dev = self.objective.evaluate(model, self.dev_batches(), device=self.device)
             line.update({f"dev_{key}": value for key, value in dev.items()})
-            score = dev["accuracy"]
+            score = dev["accuracy"] if "accuracy" in dev else -dev["loss"]  # regression
         else:
             score = -line["train_loss"]
         improved = state["best_score"] is None or score > state["best_score"]

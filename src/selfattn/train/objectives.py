@@ -6,6 +6,9 @@ development metrics (which must include ``"accuracy"``, the checkpoint-selection
 
 * one label per vector / per set: :class:`ClassificationObjective` (cross-entropy on the
   task model's logits);
+* one number per set: :class:`RegressionObjective` (squared error in units of the
+  training targets' standard deviation; its metrics have ``"rmse"`` and no accuracy, and
+  the loop keeps the epoch of lowest dev loss);
 * seq2seq: :class:`selfattn.tasks.seq2seq.Seq2SeqObjective` (teacher forcing, scheduled
   sampling, attention regularisers, the non-autoregressive pass).
 """
@@ -59,17 +62,58 @@ def compute_loss(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0) -
     )
 
 
+def regression_loss(predictions: Tensor, targets: Tensor, target_std: float = 1.0) -> Tensor:
+    """Mean squared error of ``(B,)`` predictions in units of ``target_std`` (the training
+    targets' spread), so the loss starts near 1 whatever the targets' units."""
+    return F.mse_loss(predictions.float() / target_std, targets.float() / target_std)
+
+
+@torch.no_grad()
+def evaluate_regression(
+    model: nn.Module, batches: Iterable[Any], *, device: torch.device | str | None = None
+) -> dict[str, float]:
+    """Errors of a regression task model on ``batches``.
+
+    Returns:
+        ``{"loss": :func:`regression_loss`, "rmse", "mae", "count": targets}``, the errors in
+        the targets' units.
+    """
+    if device is None:
+        device = next(model.parameters()).device
+    std = float(getattr(getattr(model, "spec", None), "target_std", 1.0))
+    was_training = model.training
+    model.eval()
+    squared, absolute, count = 0.0, 0.0, 0
+    for batch in batches:
+        batch = batch.to(device)
+        error = model(batch).float() - batch.labels.float()  # (B,)
+        squared += float((error**2).sum())
+        absolute += float(error.abs().sum())
+        count += error.numel()
+    model.train(was_training)
+    mse = squared / max(count, 1)
+    return {
+        "loss": mse / std**2,
+        "rmse": mse**0.5,
+        "mae": absolute / max(count, 1),
+        "count": float(count),
+    }
+
+
 @torch.no_grad()
 def evaluate(
     model: nn.Module, batches: Iterable[Any], *, device: torch.device | str | None = None
 ) -> dict[str, float]:
-    """Loss and accuracy of a task model (token or sequence task) on ``batches``.
+    """Loss and accuracy of a task model (token or sequence task) on ``batches``; a
+    regression model's errors (:func:`evaluate_regression`).
 
     For a token task both are over real (labelled) positions: token accuracy.
 
     Returns:
         ``{"loss": mean cross-entropy, "accuracy": fraction correct, "count": labels}``.
     """
+    if getattr(getattr(model, "spec", None), "task", None) == "regression":
+        return evaluate_regression(model, batches, device=device)
     if device is None:
         device = next(model.parameters()).device
     was_training = model.training
@@ -118,6 +162,21 @@ class ClassificationObjective:
 
 
 @dataclass
+class RegressionObjective(ClassificationObjective):
+    """Squared error of a :class:`~selfattn.tasks.TaskModel` with a regression head."""
+
+    def loss(self, model: Any, batch: Any, step: int) -> Tensor:
+        """:func:`regression_loss` of ``model(batch)``."""
+        return regression_loss(model(batch), batch.labels, self.spec.target_std)
+
+    def evaluate(
+        self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None
+    ) -> dict[str, float]:
+        """See :func:`evaluate_regression`."""
+        return evaluate_regression(model, batches, device=device)
+
+
+@dataclass
 class Seq2SeqTraining(Seq2SeqObjective):
     """:class:`Seq2SeqObjective` that also builds its model from a run's config."""
 
@@ -134,6 +193,8 @@ def objective_for(config: Config, spec: TaskSpec) -> Objective:
     """The objective of ``spec.task``."""
     if spec.task == "seq2seq":
         return Seq2SeqTraining(config.seq2seq, config.train.label_smoothing, run=config, spec=spec)
+    if spec.task == "regression":
+        return RegressionObjective(config, spec)
     return ClassificationObjective(config, spec)
 
 

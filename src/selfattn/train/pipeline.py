@@ -33,6 +33,7 @@ from selfattn.data import (
     train_bpe,
 )
 from selfattn.data.formats import tokenize
+from selfattn.data.images import image_shape
 from selfattn.data.splits import stratified_subset
 from selfattn.tasks import TaskModel, TaskSpec
 from selfattn.train.checkpoint import MANIFEST, load_model
@@ -91,7 +92,9 @@ def prepare(config: Config) -> Prepared | Seq2SeqPrepared:
     splits = load_dataset(data.dataset, dev=data.dev, test=data.test)
     if not splits.train:
         raise ValueError(f"dataset {data.dataset!r} has no training examples")
-    splits.train = stratified_subset(splits.train, data.train_fraction)
+    splits.train = stratified_subset(
+        splits.train, data.train_fraction, stratify=splits.task == "sequence"
+    )
     text = splits.input == "text"
     vocab = chars = None
     bpe = None
@@ -115,7 +118,9 @@ def prepare(config: Config) -> Prepared | Seq2SeqPrepared:
     # dev/test); a user's labels come from their training file, and a dev/test label never
     # seen in training is a one-line error naming its file and line.
     labels = (
-        LabelVocabulary.for_splits(splits)
+        LabelVocabulary([])  # a regression has numbers, not classes
+        if splits.task == "regression"
+        else LabelVocabulary.for_splits(splits)
         if data.dataset in RECIPES
         else LabelVocabulary.build(splits.train)
     )
@@ -123,14 +128,32 @@ def prepare(config: Config) -> Prepared | Seq2SeqPrepared:
     features = splits.train[0].features
     spec = TaskSpec(
         task=splits.task,
-        num_labels=len(labels),
+        num_labels=max(len(labels), 1),  # regression: one output
         vocab_size=len(vocab) if vocab is not None else None,
         char_vocab_size=len(chars) if chars is not None else None,
         feature_dim=None if features is None else int(features.shape[1]),
         max_len=max(longest, data.max_len),
+        edge_dim=_edge_dim(splits.train[0]),
+        image_shape=image_shape(splits),
+        **_target_statistics(splits),
     )
     collator = Collator(vocab, chars, labels, splits.task, max_len=spec.max_len)
     return Prepared(splits, vocab, chars, labels, collator, spec, bpe)
+
+
+def _target_statistics(splits: DatasetSplits) -> dict[str, float]:
+    """A regression's training-target mean and standard deviation (for its head)."""
+    if splits.task != "regression":
+        return {}
+    targets = torch.tensor([float(str(example.label)) for example in splits.train])
+    std = float(targets.std()) if len(targets) > 1 else 1.0
+    return {"target_mean": float(targets.mean()), "target_std": std if std > 0 else 1.0}
+
+
+def _edge_dim(example: Example) -> int | None:
+    """Features per edge of a graph dataset (``None``: no graph, or edges without any)."""
+    edge_features = example.edge_features
+    return None if edge_features is None else int(edge_features.shape[1])
 
 
 def run(
@@ -233,6 +256,8 @@ class Predictor:
         dummy: tuple[str, ...] | str = (
             tuple(self.labels.labels[0] for _ in tokens)
             if self.task == "token"
+            else "0"
+            if self.task == "regression"
             else self.labels.labels[0]
         )
         return Example(tokens=tokens, features=None, label=dummy, source=source)
@@ -243,8 +268,18 @@ class Predictor:
         logits = self.model(self.collator([example]))
         return torch.softmax(logits[0], dim=-1)
 
+    @torch.no_grad()
+    def value(self, example: Example) -> float:
+        """A regression model's prediction for ``example``, in the targets' units."""
+        if self.task != "regression":
+            raise ValueError(f"value() is for regression; this is a {self.task} task")
+        return float(self.model(self.collator([example]))[0])
+
     def predict(self, example: Example) -> list[tuple[str, float]] | list[tuple[str, str, float]]:
-        """Token task: ``(token, tag, p)`` per token; sequence task: ``(label, p)`` ranked."""
+        """Token task: ``(token, tag, p)`` per token; sequence task: ``(label, p)`` ranked;
+        regression: ``[("value", prediction)]``."""
+        if self.task == "regression":
+            return [("value", self.value(example))]
         probs = self.probabilities(example)
         if self.task == "token":
             best = probs.max(dim=-1)

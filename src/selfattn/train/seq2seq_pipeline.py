@@ -82,7 +82,7 @@ def load_seq2seq_splits(config: Config) -> DatasetSplits:
     """The dataset of ``config``, read as seq2seq data."""
     data = config.data
     splits = load_dataset(data.dataset, dev=data.dev, test=data.test, task="seq2seq")
-    splits.train = stratified_subset(splits.train, data.train_fraction)
+    splits.train = stratified_subset(splits.train, data.train_fraction, stratify=False)
     return splits
 
 
@@ -148,6 +148,24 @@ def prepare_seq2seq(config: Config, splits: DatasetSplits) -> Seq2SeqPrepared:
 
 def _by_id(item: tuple[str, int]) -> int:
     return item[1]
+
+
+def token_error_rate(hypotheses: list[list[str]], references: list[list[str]]) -> float:
+    """Word error rate over tokens (the digit error rate of spoken digit strings): the
+    substitutions, insertions and deletions of a Levenshtein alignment, summed over the
+    examples, ÷ the reference tokens."""
+    errors = total = 0
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        row = list(range(len(hypothesis) + 1))  # distances from the empty reference prefix
+        for i, gold in enumerate(reference, start=1):
+            previous, row[0] = row[0], i
+            for j, token in enumerate(hypothesis, start=1):
+                substitute = previous + (gold != token)
+                previous = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, substitute)
+        errors += row[-1]
+        total += len(reference)
+    return errors / max(total, 1)
 
 
 def bpe_pair(example: Example, bpe: Tokenizer) -> Example:
@@ -332,8 +350,9 @@ class Seq2SeqPredictor:
 
         Returns:
             ``exact_match`` (whole output equals the reference), ``sentences_per_s``,
-            ``count``; ``bleu`` and ``chrf`` (sacrebleu, on the detokenised text) for text
-            targets; for the convex hull ``hull_exact`` (the right polygon, any starting
+            ``count``; ``bleu``, ``chrf`` (sacrebleu, on the detokenised text) and
+            ``token_error_rate`` (:func:`token_error_rate`) for vocabulary targets; for
+            the convex hull ``hull_exact`` (the right polygon, any starting
             vertex) and ``hull_coverage`` (mean area of the predicted polygon ÷ the hull's,
             0 for an invalid one; Vinyals et al.'s two measures).
         """
@@ -375,4 +394,7 @@ class Seq2SeqPredictor:
             # alike by sacrebleu's 13a tokeniser; force=True says that is deliberate.
             metrics["bleu"] = float(sacrebleu.corpus_bleu(hypotheses, gold, force=True).score)
             metrics["chrf"] = float(sacrebleu.corpus_chrf(hypotheses, gold).score)
+            metrics["token_error_rate"] = token_error_rate(
+                [h.split() for h in hypotheses], references
+            )
         return metrics
