@@ -61,11 +61,13 @@ def edge_attention(
     source, target = edge_index[0], edge_index[1]
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = (q[target] * k[source]).sum(dim=-1) * scale  # (E, H)
+    # index_select rather than q[target]: its backward is an index_add, where advanced
+    # indexing's is a slower accumulating index_put.
+    scores = (q.index_select(0, target) * k.index_select(0, source)).sum(dim=-1) * scale
     if edge_bias is not None:
         scores = scores + edge_bias
     weights = scatter_softmax(scores, target, q.shape[0])  # (E, H)
-    messages = weights[:, :, None] * v[source]  # (E, H, Dv)
+    messages = weights[:, :, None] * v.index_select(0, source)  # (E, H, Dv)
     out = torch.zeros(q.shape[0], *v.shape[1:], dtype=v.dtype, device=v.device)
     return out.index_add(0, target, messages)
 
@@ -84,11 +86,11 @@ def scatter_softmax(scores: Tensor, group: Tensor, num_groups: int) -> Tensor:
     # The shift cancels in the softmax, so no gradient needs to flow through it.
     peak = peak.scatter_reduce(0, index, scores.detach(), "amax", include_self=False)
     peak = peak.masked_fill(torch.isneginf(peak), 0.0)  # groups with nothing finite
-    exp = torch.exp(scores - peak[group])
+    exp = torch.exp(scores - peak.index_select(0, group))
     total = torch.zeros_like(peak).index_add(0, group, exp)
     # total ≥ 1 wherever a group has a finite score (its maximum contributes exp(0));
     # elsewhere exp is 0 too and the clamp keeps 0 / 0 out.
-    return exp / total.clamp_min(torch.finfo(total.dtype).tiny)[group]
+    return exp / total.clamp_min(torch.finfo(total.dtype).tiny).index_select(0, group)
 
 
 def dense_to_edge_index(
