@@ -25,14 +25,14 @@ def run(args: argparse.Namespace) -> int:
     """Carry out ``data list`` or ``data fetch``."""
     if args.action == "list":
         width = max(len(name) for name in RECIPES)
-        print(f"{'name':<{width}} {'task':<9} {'input':<8} {'download':>9}  {'fetched':<8} source")
+        print(f"{'name':<{width}} {'task':<10} {'input':<8} {'download':>9}  {'fetched':<8} source")
         for name in sorted(RECIPES, key=_natural):
             recipe = RECIPES[name]
             # Generated data downloads nothing: "-" rather than a misleading "0.0MB".
             size = recipe.source.download_mb
             download = f"{size:>7.1f}MB" if size else f"{'-':>9}"
             print(
-                f"{name:<{width}} {recipe.task:<9} {recipe.input:<8} {download}  "
+                f"{name:<{width}} {recipe.task:<10} {recipe.input:<8} {download}  "
                 f"{'yes' if recipe.is_fetched() else 'no':<8} {recipe.source.origin()}"
             )
         return 0
