@@ -190,6 +190,9 @@ class ConformerBlock(nn.Module):
         kernel: an attention variant (:mod:`selfattn.efficient`) in place of dense
             attention, e.g. ``build_kernel("window", window=w)`` for truncated attention.
         positional: a relative positional encoding used inside attention, or ``None``.
+        attention_dropout: dropout on the attention weights alone (default ``dropout``).
+            On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused
+            kernel for a slower path, so ``0`` with ``dropout`` elsewhere is the fast choice.
     """
 
     def __init__(
@@ -204,14 +207,19 @@ class ConformerBlock(nn.Module):
         layer_norm_eps: float = 1e-5,
         kernel: nn.Module | None = None,
         positional: RelativePositional | None = None,
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         self.feedforward1 = ConformerFeedForward(embed_dim, ffn_dim, dropout, layer_norm_eps)
         self.attention_norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps)
         self.self_attn = MultiHeadAttention(
-            embed_dim, num_heads, dropout=dropout, positional=positional, kernel=kernel
+            embed_dim,
+            num_heads,
+            dropout=dropout if attention_dropout is None else attention_dropout,
+            positional=positional,
+            kernel=kernel,
         )
-        self.attention_dropout = nn.Dropout(dropout)
+        self.attention_out_dropout = nn.Dropout(dropout)
         self.conv = ConvolutionModule(
             embed_dim,
             conv_kernel_size,
@@ -256,7 +264,7 @@ class ConformerBlock(nn.Module):
             need_weights=need_weights,
             average_weights=False,
         )
-        x = x + self.attention_dropout(attended)
+        x = x + self.attention_out_dropout(attended)
         x = x + self.conv(x, key_padding_mask=key_padding_mask, causal=causal)
         x = self.final_norm(x + 0.5 * self.feedforward2(x))
         return x, weights

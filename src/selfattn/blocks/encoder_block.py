@@ -51,6 +51,9 @@ class EncoderBlock(nn.Module):
         positional: a relative positional encoding used inside attention, or ``None``.
         kernel: an attention variant (:mod:`selfattn.efficient`) in place of the dense
             kernel, or ``None``.
+        attention_dropout: dropout on the attention weights alone (default ``dropout``).
+            On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused
+            kernel for a slower path, so ``0`` with ``dropout`` elsewhere is the fast choice.
     """
 
     def __init__(
@@ -70,6 +73,7 @@ class EncoderBlock(nn.Module):
         include_self: bool = True,
         positional: RelativePositional | None = None,
         kernel: nn.Module | None = None,
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
@@ -78,7 +82,7 @@ class EncoderBlock(nn.Module):
             num_heads,
             num_kv_heads=num_kv_heads,
             bias=bias,
-            dropout=dropout,
+            dropout=dropout if attention_dropout is None else attention_dropout,
             score=score,
             normalizer=normalizer,
             include_self=include_self,

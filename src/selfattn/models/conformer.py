@@ -42,6 +42,7 @@ class Conformer(nn.Module):
         attention: the attention variant of every block, a key of
             :data:`selfattn.efficient.KERNELS` (``"window"`` for truncated attention).
         attention_options: the variant's options, e.g. ``{"window": 64}``.
+        attention_dropout: dropout on the attention weights alone (default ``dropout``).
     """
 
     def __init__(
@@ -60,6 +61,7 @@ class Conformer(nn.Module):
         layer_norm_eps: float = 1e-5,
         attention: str = "dense",
         attention_options: Mapping[str, Any] | None = None,
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         check_stack(
@@ -94,6 +96,7 @@ class Conformer(nn.Module):
                     attention, attention_options, embed_dim // num_heads, max_len, index
                 ),
                 positional=relative,
+                attention_dropout=attention_dropout,
             )
             for index, relative in enumerate(relatives)
         )

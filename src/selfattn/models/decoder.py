@@ -66,6 +66,9 @@ class Decoder(nn.Module):
         normalizer: attention normaliser.
         num_kv_heads: key/value heads (grouped-query attention; default H).
         include_self: False forbids a position attending to itself in self-attention.
+        attention_dropout: dropout on the weights of every attention (default ``dropout``).
+            On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused
+            kernel for a slower path, so ``0`` with ``dropout`` elsewhere is the fast choice.
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class Decoder(nn.Module):
         normalizer: str | NormalizerFn = "softmax",
         num_kv_heads: int | None = None,
         include_self: bool = True,
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         check_stack(
@@ -131,6 +135,7 @@ class Decoder(nn.Module):
                 num_kv_heads=num_kv_heads,
                 include_self=include_self,
                 positional=relative,
+                attention_dropout=attention_dropout,
             )
             for relative in relatives
         ]

@@ -141,6 +141,9 @@ class Encoder(nn.Module):
             ``"window"``, ``"linear"``, ``"performer"``, ``"linformer"``, ``"lsh"``, …).
         attention_options: the variant's options (e.g. ``{"window": 256}``); each block
             gets its own kernel (Linformer's projections, Performer's features).
+        attention_dropout: dropout on the attention weights alone (default ``dropout``).
+            On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused
+            kernel for a slower path, so ``0`` with ``dropout`` elsewhere is the fast choice.
     """
 
     def __init__(
@@ -167,6 +170,7 @@ class Encoder(nn.Module):
         include_self: bool = True,
         attention: str = "dense",
         attention_options: Mapping[str, Any] | None = None,
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         check_stack(
@@ -207,6 +211,7 @@ class Encoder(nn.Module):
                 kernel=block_kernel(
                     attention, attention_options, embed_dim // num_heads, max_len, index
                 ),
+                attention_dropout=attention_dropout,
             )
             for index, relative in enumerate(relatives)
         ]

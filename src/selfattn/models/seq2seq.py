@@ -137,6 +137,7 @@ class Seq2SeqTransformer(nn.Module):
         num_decoder_layers: decoder blocks.
         ffn_dim: feed-forward width.
         dropout: dropout everywhere.
+        attention_dropout: dropout on the attention weights alone (default ``dropout``).
         positional: absolute or relative encoding (a key of
             :data:`selfattn.positional.POSITIONAL`) for both stacks, or ``None``.
         max_len: longest source or target sequence.
@@ -175,6 +176,7 @@ class Seq2SeqTransformer(nn.Module):
         cross_layers: CrossLayers = "last",
         length_predictor: bool = False,
         source_positional: bool = True,
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         if (source_vocab_size is None) == (source_feature_dim is None):
@@ -227,6 +229,7 @@ class Seq2SeqTransformer(nn.Module):
                 layers,
                 ffn_dim,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 positional=position,
                 max_len=max_len + 2,  # BOS / EOS on top of the longest sequence
                 norm_first=norm_first,

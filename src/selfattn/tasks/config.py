@@ -58,6 +58,10 @@ class ModelConfig:
             (``window``), random features (``performer``), projected length
             (``linformer``), buckets (``lsh``), landmarks (``nystrom``); ``None`` (``"none"``
             in TOML) keeps the variant's default.
+        attention_dropout: dropout on the attention weights of ``transformer``,
+            ``conformer`` and seq2seq models; ``None`` (``"none"`` in TOML): ``dropout``.
+            On CPU any value > 0 leaves PyTorch's fused attention kernel (it has no fused
+            dropout) for a path several times slower at long inputs; ``0`` keeps it.
         patch_size: image data only (:mod:`selfattn.tasks.vision`): P to cut each image
             into P × P patches, one vector each (ViT); ``None``: one vector per pixel.
         grid_positional: image data only: a 2-D positional encoding of each pixel's or
@@ -81,6 +85,7 @@ class ModelConfig:
     norm_first: bool = True
     attention: str = "dense"
     attention_size: int | None = None
+    attention_dropout: float | None = None
     patch_size: int | None = None
     grid_positional: str | None = None
 
@@ -92,6 +97,10 @@ class ModelConfig:
             raise ValueError(f"model.window_k must be >= 0, got {self.window_k}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.attention_dropout is not None and not 0.0 <= self.attention_dropout < 1.0:
+            raise ValueError(
+                f"model.attention_dropout must be in [0, 1) or none, got {self.attention_dropout}"
+            )
         if not 0.0 <= self.word_dropout < 1.0:
             raise ValueError(f"model.word_dropout must be in [0, 1), got {self.word_dropout}")
         if self.attention not in KERNELS:

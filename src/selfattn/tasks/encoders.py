@@ -73,6 +73,7 @@ class TransformerSequenceEncoder(SequenceEncoder):
         norm_first: bool = True,
         attention: str = "dense",
         attention_options: dict[str, int] | None = None,
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         self.output_dim = embed_dim
@@ -87,6 +88,7 @@ class TransformerSequenceEncoder(SequenceEncoder):
             norm_first=norm_first,
             attention=attention,
             attention_options=attention_options,
+            attention_dropout=attention_dropout,
         )
 
     @classmethod
@@ -102,6 +104,7 @@ class TransformerSequenceEncoder(SequenceEncoder):
             norm_first=config.norm_first,
             attention=config.attention,
             attention_options=config.attention_options(),
+            attention_dropout=config.attention_dropout,
         )
 
     def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
@@ -276,6 +279,7 @@ class ConformerSequenceEncoder(SequenceEncoder):
             max_len=max_len,
             attention=config.attention,
             attention_options=config.attention_options(),
+            attention_dropout=config.attention_dropout,
         )
 
     @classmethod

@@ -59,6 +59,7 @@ def build_seq2seq_model(
         num_decoder_layers=seq2seq.decoder_layers or model.num_layers,
         ffn_dim=model.ffn_dim,
         dropout=model.dropout,
+        attention_dropout=model.attention_dropout,
         positional=model.positional,
         max_len=spec.max_len,
         norm_first=model.norm_first,
