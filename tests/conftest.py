@@ -1,12 +1,18 @@
-"""Shared test set-up: fixed seeds, and `gpu` tests skipped where there is no CUDA."""
+"""Shared test set-up: fixed seeds, `gpu` tests skipped where there is no CUDA, and
+`fetched`: a recipe's real data, or a skip that says why it cannot be had here."""
 
 from __future__ import annotations
 
 import random
+import shutil
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 import torch
+
+from selfattn.data import RECIPES, DataError, DebianSource
+from selfattn.data.recipes import Recipe
 
 
 @pytest.fixture(autouse=True)
@@ -14,6 +20,26 @@ def _seed() -> None:
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def fetched() -> Callable[[str], Recipe]:
+    """``fetched(name)``: the recipe with its files in the cache; the test is skipped
+    (with the reason) only where they cannot be fetched — no network, or no apt-get for a
+    Debian source. CI fetches them, so there these tests run."""
+
+    def fetch_or_skip(name: str) -> Recipe:
+        recipe = RECIPES[name]
+        debian = isinstance(recipe.source, DebianSource)
+        if not recipe.is_fetched() and debian and not shutil.which("apt-get"):
+            pytest.skip(f"{name}: needs apt-get (Debian / Ubuntu) to fetch its packages")
+        try:
+            recipe.fetch()
+        except DataError as err:
+            pytest.skip(f"{name}: its data cannot be fetched here ({err})")
+        return recipe
+
+    return fetch_or_skip
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

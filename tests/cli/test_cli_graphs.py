@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from selfattn.cli.main import main
-from selfattn.data import RECIPES, DataError
+from selfattn.data.recipes import Recipe
 
 
 def _config(tmp_path: Path, dataset: str) -> Path:
@@ -41,13 +42,6 @@ device = "cpu"
     return config
 
 
-def _fetched_or_skip(name: str) -> None:
-    try:
-        RECIPES[name].fetch()
-    except DataError as err:
-        pytest.skip(f"{name}: its data cannot be fetched here ({err})")
-
-
 @pytest.mark.parametrize(
     ("dataset", "metric", "overrides"),
     [
@@ -62,8 +56,9 @@ def test_graph_task_trains_and_evaluates(
     dataset: str,
     metric: str,
     overrides: list[str],
+    fetched: Callable[[str], Recipe],
 ) -> None:
-    _fetched_or_skip(dataset)
+    fetched(dataset)
     config = _config(tmp_path, dataset)
     sets = [arg for override in overrides for arg in ("--set", override)]
     assert main(["train", str(config), "--no-progress", *sets]) == 0

