@@ -4,7 +4,10 @@ Three tables, each for the forward pass (under ``torch.no_grad``) and forward+ba
 
 1. ``fused``: :func:`selfattn.attention` with its defaults (scaled dot product + softmax, no
    weights, so it dispatches to SDPA) ÷ ``F.scaled_dot_product_attention`` on the same
-   ``(B, H, L, D)`` tensors; and ``causal=True`` ÷ ``is_causal=True``.
+   ``(B, H, L, D)`` tensors; ``causal=True`` ÷ ``is_causal=True``; and
+   ``key_padding_mask=pad`` ÷ SDPA with the equivalent boolean mask (sequence b of the
+   batch padded in its last b·L/(2B) positions), which measures what zeroing the padded
+   keys and values costs.
 2. ``mha``: ``MultiHeadAttention.from_torch(m)`` ÷ ``m``, a
    ``torch.nn.MultiheadAttention(E, H, batch_first=True)`` called with
    ``need_weights=False`` (E = H·D). Both modules are in eval mode, so in the forward table
@@ -76,7 +79,7 @@ MiB = 1 << 20
 GiB = 1 << 30
 ROLES = ("ours", "ref")
 SECTIONS = {
-    "fused": ("softmax", "causal"),
+    "fused": ("softmax", "causal", "padding"),
     "mha": ("mha",),
     "eager": ("relu", "sigmoid", "weights", "additive"),
 }
@@ -88,6 +91,7 @@ TITLES = {
 LABELS = {
     "softmax": "softmax",
     "causal": "causal",
+    "padding": "padding",
     "mha": "mha E=H·D",
     "relu": "relu",
     "sigmoid": "sigmoid",
@@ -132,6 +136,7 @@ class Setup:
     torch_mha: nn.MultiheadAttention | None = None
     our_mha: MultiHeadAttention | None = None
     additive: AdditiveScore | None = None
+    padding: Tensor | None = None  # (B, L), True at padding
 
 
 def build(case: Case, length: int) -> Setup:
@@ -158,6 +163,9 @@ def build(case: Case, length: int) -> Setup:
     else:
         q, k, v = randn(b, h, length, d), randn(b, h, length, d), randn(b, h, length, d)
         setup = Setup((q, k, v), None, [q, k, v])
+        if case.variant == "padding":
+            real = length - torch.arange(b) * length // (2 * b)  # every row keeps ≥ L/2 keys
+            setup.padding = (torch.arange(length)[None, :] >= real[:, None]).to(device)
         if case.variant == "additive":
             torch.manual_seed(1)
             setup.additive = AdditiveScore(d).to(device)
@@ -198,6 +206,14 @@ def functions(
         return {
             "ours": lambda q, k, v: attn(q, k, v, causal=True)[0],
             "ref": lambda q, k, v: sdpa(q, k, v, is_causal=True),
+        }
+    if variant == "padding":
+        pad = setup.padding
+        assert pad is not None
+        allowed = ~pad[:, None, None, :]  # (B, 1, 1, S), True = may attend
+        return {
+            "ours": lambda q, k, v: attn(q, k, v, key_padding_mask=pad)[0],
+            "ref": lambda q, k, v: sdpa(q, k, v, attn_mask=allowed),
         }
     if variant == "mha":
         ref, ours = setup.torch_mha, setup.our_mha

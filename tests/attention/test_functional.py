@@ -350,3 +350,61 @@ def test_training_dropout_on_cpu_never_holds_the_whole_weight_matrix() -> None:
     assert report.peak < weights_bytes  # the math path peaks at 4x (2.1 GB)
     plain, _ = attention(q, q, q)
     assert not torch.allclose(report.result, plain.detach())  # dropout was applied
+
+
+PAD_FILLS = [float("nan"), float("inf"), float("-inf")]
+
+
+@pytest.mark.parametrize("extra", ["none", "causal", "float_mask"])
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "weights"])
+@pytest.mark.parametrize("normalizer", ["softmax", "relu", "sigmoid"])
+@pytest.mark.parametrize("score_name", list(SCORES))
+def test_padding_holding_nan_or_inf_changes_nothing(
+    score_name: str, normalizer: str, need_weights: bool, extra: str
+) -> None:
+    """A masked weight is 0, but 0 · NaN = NaN in weights @ V, and NaN + −inf = NaN in a
+    masked score: padded keys and values holding NaN or ±inf must still give exactly the
+    result they give holding zeros, with finite weights (0 on padding) and gradients."""
+    q, k, v = (torch.randn(B, H, T, D, dtype=F64) for _ in range(3))
+    score, _ = _score_pair(score_name, D)
+    pad = torch.zeros(B, T, dtype=torch.bool)
+    pad[0, -2:] = True
+    pad[1, ::2] = True  # causal: query 0 of batch 1 has no key at all
+    kwargs: dict = {
+        "none": {},
+        "causal": {"causal": True},
+        "float_mask": {"mask": torch.randn(T, T, dtype=F64)},
+    }[extra]
+
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out, weights = attention(
+            q,
+            k,
+            v,
+            score=score,
+            normalizer=normalizer,
+            key_padding_mask=pad,
+            need_weights=need_weights,
+            chunk_size=4,  # two blocks on the eager path
+            **kwargs,
+        )
+        return (out,) if weights is None else (out, weights)
+
+    def fill(t: torch.Tensor, value: float) -> torch.Tensor:
+        return t.masked_fill(pad[:, None, :, None], value)
+
+    expected = run(q, fill(k, 0.0), fill(v, 0.0))
+    padded_keys = pad[:, None, None, :].expand(B, H, T, T)
+    for value in PAD_FILLS:
+        inputs = [q.clone().requires_grad_(), *(fill(t, value).requires_grad_() for t in (k, v))]
+        got = run(*inputs)
+        for a, b in zip(got, expected, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+        if need_weights:
+            assert torch.all(got[1][padded_keys] == 0)
+        got[0].sum().backward()
+        assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in inputs)
+        # Self-attention: padded queries hold the same; only their own rows may change.
+        out = run(fill(q, value), *inputs[1:])[0].detach()
+        real = ~pad[:, None, :, None].expand_as(out)
+        torch.testing.assert_close(out[real], expected[0][real], rtol=1e-10, atol=1e-12)

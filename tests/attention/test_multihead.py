@@ -170,3 +170,35 @@ def test_projections_start_as_torch_multihead_attention_does() -> None:
         assert torch.allclose(proj.weight.std(), reference.in_proj_weight.std(), rtol=0.02)
     for proj in (ours.q_proj, ours.k_proj, ours.v_proj, ours.out_proj):
         assert not proj.bias.any()
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("normalizer", ["softmax", "relu", "sigmoid"])
+def test_padded_inputs_holding_nan_or_inf_change_no_real_row(
+    normalizer: str, need_weights: bool
+) -> None:
+    module = MultiHeadAttention(E, H, normalizer=normalizer).double().eval()
+    x = torch.randn(B, T, E, dtype=torch.float64)
+    memory = torch.randn(B, T + 2, E, dtype=torch.float64)
+    pad, memory_pad = _padding(), torch.zeros(B, T + 2, dtype=torch.bool)
+    memory_pad[0, 3:] = True
+    real = ~pad
+
+    def fill(t: torch.Tensor, mask: torch.Tensor, value: float) -> torch.Tensor:
+        return t.masked_fill(mask[..., None], value)
+
+    expected, expected_w = module(fill(x, pad, 0.0), key_padding_mask=pad, need_weights=True)
+    cross, _ = module(x, fill(memory, memory_pad, 0.0), key_padding_mask=memory_pad)
+    for value in (float("nan"), float("inf"), float("-inf")):
+        out, weights = module(fill(x, pad, value), key_padding_mask=pad, need_weights=need_weights)
+        torch.testing.assert_close(out[real], expected[real])
+        if need_weights:
+            assert weights is not None
+            torch.testing.assert_close(weights[real], expected_w[real])
+            assert torch.all(weights[real[:, :, None] & pad[:, None, :]] == 0)
+        # Cross-attention to a padded memory: every query row is real, gradients finite.
+        filled = fill(memory, memory_pad, value).requires_grad_()
+        got, _ = module(x, filled, key_padding_mask=memory_pad)
+        torch.testing.assert_close(got, cross)
+        got.sum().backward()
+        assert filled.grad is not None and torch.isfinite(filled.grad).all()

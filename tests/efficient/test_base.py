@@ -127,3 +127,50 @@ def test_memory_meter_sees_a_quadratic_matrix_and_not_a_fused_one() -> None:
     fused = measure_memory(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))
     assert fused.largest < length * length * 4 / 16
     torch.testing.assert_close(fused.result, eager.result, rtol=1e-4, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- padding contract
+
+#: The size option of each sized kernel, small enough for a 12-token test.
+SIZES = {"window": 3, "performer": 64, "linformer": 16, "lsh": 2, "nystrom": 4}
+PAD_FILLS = [float("nan"), float("inf"), float("-inf")]
+
+
+def _padded_kernel(name: str, length: int) -> AttentionKernel:
+    cls = KERNELS[name]
+    options = {cls.size_option: SIZES[name]} if cls.size_option else {}
+    return build_kernel(name, head_dim=8, max_len=length, **options).double().eval()
+
+
+def _fill_padding(t: torch.Tensor, pad: torch.Tensor, value: float) -> torch.Tensor:
+    """``t (B, H, L, D)`` with ``value`` at the positions ``pad (B, L)`` marks."""
+    return t.detach().masked_fill(pad[:, None, :, None], value)
+
+
+@pytest.mark.parametrize("fill", PAD_FILLS, ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_every_kernel_ignores_whatever_the_padding_holds(name: str, fill: float) -> None:
+    """NaN or ±inf in padded keys and values (and, in self-attention, padded queries) leave
+    the real rows finite and equal to the result with zeros there; with finite queries the
+    gradients are finite too. (A masked weight is 0, but 0 · NaN = NaN in weights @ V.)"""
+    length = 12
+    q, k, v = _qkv(length)
+    pad = torch.zeros(2, length, dtype=torch.bool)
+    pad[0, 9:] = True
+    pad[1, ::3] = True
+    real = ~pad[:, None, :, None].expand(2, 3, length, 8)
+    kernel = _padded_kernel(name, length)
+    for causal in (False, True) if kernel.supports_causal else (False,):
+        zeros = (_fill_padding(t, pad, 0.0) for t in (q, k, v))
+        expected = kernel(*zeros, key_padding_mask=pad, causal=causal)
+        assert torch.isfinite(expected[real]).all()
+        filled = [_fill_padding(t, pad, fill).requires_grad_() for t in (q, k, v)]
+        got = kernel(*filled, key_padding_mask=pad, causal=causal)
+        torch.testing.assert_close(got[real], expected[real], rtol=1e-10, atol=1e-12)
+        # Finite queries everywhere: the keys' and values' gradients stay finite too.
+        filled[0] = q.detach().requires_grad_()
+        out = kernel(*filled, key_padding_mask=pad, causal=causal)
+        torch.testing.assert_close(out[real], expected[real], rtol=1e-10, atol=1e-12)
+        out[real].sum().backward()
+        grads = [t.grad for t in filled if t.grad is not None]  # shared-QK LSH ignores k
+        assert len(grads) >= 2 and all(bool(torch.isfinite(g).all()) for g in grads)

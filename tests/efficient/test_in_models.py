@@ -35,11 +35,12 @@ def test_every_variant_trains_and_ignores_padding(name: str) -> None:
     padding = torch.zeros(2, L, dtype=torch.bool)
     padding[1, 8:] = True
     out = encoder(x, key_padding_mask=padding).last_hidden_state
-    changed = x.clone()
-    changed[1, 8:] = 100.0  # whatever sits in the padding must not matter
-    again = encoder(changed, key_padding_mask=padding).last_hidden_state
-    torch.testing.assert_close(again[1, :8], out[1, :8])
-    torch.testing.assert_close(again[0], out[0])
+    for value in (100.0, float("nan"), float("inf"), float("-inf")):
+        changed = x.clone()
+        changed[1, 8:] = value  # whatever sits in the padding must not matter
+        again = encoder(changed, key_padding_mask=padding).last_hidden_state
+        torch.testing.assert_close(again[1, :8], out[1, :8])
+        torch.testing.assert_close(again[0], out[0])
     encoder.train()
     loss = encoder(x, key_padding_mask=padding).last_hidden_state[~padding].square().mean()
     loss.backward()

@@ -197,13 +197,15 @@ def test_flex_block_mask_lists_exactly_the_tiles_the_band_reaches(
 @pytest.mark.parametrize("causal", [False, True])
 def test_flex_equals_blocked_on_cpu(causal: bool) -> None:
     """On CPU FlexAttention runs unfused and forward only (no inputs requiring grad), but
-    it runs: the flex path's block mask and mask_mod give the blocked path's result."""
+    it runs: the flex path's block mask and mask_mod give the blocked path's result, and
+    NaN in its padded keys and values changes nothing."""
     length, window = 300, 20
     q, k, v = (t.detach() for t in _inputs(length))
     pad = _padding(length, window)
     blocked = window_attention(
         q, k, v, window, causal=causal, key_padding_mask=pad, implementation="blocked"
     )
+    k, v = (t.masked_fill(pad[:, None, :, None], float("nan")) for t in (k, v))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
         flex = window_attention(

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from selfattn.attention.functional import zero_padding
 from selfattn.efficient.base import AttentionKernel, register_kernel
 
 __all__ = [
@@ -74,10 +75,8 @@ def linear_attention(
     Returns:
         ``(B, H, T, Dv)``.
     """
-    if key_padding_mask is not None:
-        pad = key_padding_mask[:, None, :, None]
-        phi_k = phi_k.masked_fill(pad, 0.0)
-        v = v.masked_fill(pad, 0.0)  # so that padding holding inf/NaN cannot leak in
+    if key_padding_mask is not None:  # so that padding holding inf/NaN cannot leak in
+        phi_k, v = zero_padding(phi_k, key_padding_mask), zero_padding(v, key_padding_mask)
     if causal:
         return causal_linear_attention(phi_q, phi_k, v, chunk_size=chunk_size, eps=eps)
     s = torch.einsum("bhsf,bhse->bhfe", phi_k, v)  # (B, H, F, Dv)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from selfattn.attention.functional import attention
+from selfattn.attention.functional import attention, zero_padding
 from selfattn.efficient.base import AttentionKernel, register_kernel
 
 __all__ = ["LinformerKernel"]
@@ -71,10 +71,8 @@ class LinformerKernel(AttentionKernel):
                 f"linformer was built for sequences up to max_len={self.max_len}, "
                 f"got {num_keys} keys"
             )
-        if key_padding_mask is not None:
-            pad = key_padding_mask[:, None, :, None]
-            k = k.masked_fill(pad, 0.0)
-            v = v.masked_fill(pad, 0.0)
+        if key_padding_mask is not None:  # the projections mix every key, padded or not
+            k, v = zero_padding(k, key_padding_mask), zero_padding(v, key_padding_mask)
         key_proj = self.key_proj[:, :num_keys].to(k.dtype)  # (k, S)
         value_proj = self.value_proj[:, :num_keys].to(v.dtype)
         out, _ = attention(q, key_proj @ k, value_proj @ v)  # over (B, H, k, D) mixtures

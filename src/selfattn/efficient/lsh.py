@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from selfattn.attention.functional import attention
+from selfattn.attention.functional import attention, zero_padding
 from selfattn.efficient.base import AttentionKernel, register_kernel
 
 __all__ = ["SELF_SCORE", "LSHKernel", "hash_buckets"]
@@ -164,8 +164,10 @@ class LSHKernel(AttentionKernel):
             raise ValueError(
                 f"lsh attention is self-attention: needs T == S, got {length} and {k.shape[2]}"
             )
-        if key_padding_mask is not None:  # weight 0 times a padded NaN would still be NaN
-            v = v.masked_fill(key_padding_mask[:, None, :, None], 0.0)
+        if key_padding_mask is not None:
+            # Weight 0 times a padded NaN would still be NaN. Self-attention: a padded query
+            # is a padded (shared) key too, and goes to the padding bucket whatever it holds.
+            q, k, v = (zero_padding(t, key_padding_mask) for t in (q, k, v))
         keys = F.normalize(q, dim=-1) if self.shared_qk else k
         num_buckets = self.buckets_for(length)
         generator = torch.Generator().manual_seed(self.seed)

@@ -20,6 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from selfattn.attention.functional import zero_padding
 from selfattn.efficient.base import AttentionKernel, register_kernel
 
 __all__ = ["NystromKernel", "iterative_pinv", "segment_means"]
@@ -135,8 +136,8 @@ class NystromKernel(AttentionKernel):
         self_attention = num_queries == num_keys
         if self.conv is not None and not self_attention:
             raise ValueError(f"nystrom's convolution needs T == S, got {num_queries}, {num_keys}")
-        if key_padding_mask is not None:
-            v = v.masked_fill(key_padding_mask[:, None, :, None], 0.0)
+        if key_padding_mask is not None:  # a weight of 0 times a padded NaN is still NaN
+            k, v = zero_padding(k, key_padding_mask), zero_padding(v, key_padding_mask)
         scale = 1.0 / math.sqrt(q.shape[-1])
         m = min(self.num_landmarks, num_queries, num_keys)
         query_padding = key_padding_mask if self_attention else None

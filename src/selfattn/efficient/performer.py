@@ -22,6 +22,7 @@ import math
 import torch
 from torch import Tensor
 
+from selfattn.attention.functional import zero_padding
 from selfattn.efficient.base import AttentionKernel, register_kernel
 from selfattn.efficient.linear import linear_attention
 
@@ -141,6 +142,8 @@ class PerformerKernel(AttentionKernel):
     ) -> Tensor:
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"performer built for head_dim {self.head_dim}, got {q.shape[-1]}")
+        if key_padding_mask is not None:  # exp(NaN) would leak through the gradient
+            k = zero_padding(k, key_padding_mask)
         phi_q = favor_features(q, self.projection, is_query=True)
         phi_k = favor_features(
             k, self.projection, is_query=False, key_padding_mask=key_padding_mask

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from selfattn.attention.functional import zero_padding
 from selfattn.attention.masks import causal_mask, window_mask
 from selfattn.efficient.base import AttentionKernel, check_kernel_inputs, register_kernel
 
@@ -60,7 +61,8 @@ def window_attention(
 
     Equals ``selfattn.attention(q, k, v, window=window, causal=causal,
     key_padding_mask=key_padding_mask)[0]``; a query with no key to attend to (its whole
-    neighbourhood is padding) outputs zeros, with finite gradients.
+    neighbourhood is padding) outputs zeros, with finite gradients. Padded keys and values
+    may hold anything (NaN, inf): they are zeroed before use.
 
     Args:
         q: queries ``(B, H, L, D)``.
@@ -85,6 +87,8 @@ def window_attention(
     if length == 0:
         return v.new_zeros(v.shape)
     window = min(window, length - 1)  # a wider band reaches no further key
+    if key_padding_mask is not None:  # a masked weight is 0, but 0 · NaN is not
+        k, v = zero_padding(k, key_padding_mask), zero_padding(v, key_padding_mask)
     if implementation == "auto":
         implementation = "flex" if q.is_cuda and flex_available() and dropout == 0 else "blocked"
     if implementation == "flex":
