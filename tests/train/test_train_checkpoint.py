@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -132,8 +133,11 @@ def _edit_manifest(directory: Path, **changes: object) -> None:
 
 
 def test_errors_are_one_line_and_name_the_problem(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"no checkpoint here \(manifest.json is missing\)"):
+    with pytest.raises(ValueError, match=r"nothing: no such checkpoint folder"):
         load_checkpoint(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match=r"no checkpoint here \(manifest.json is missing\)"):
+        load_checkpoint(tmp_path / "empty")
     model = _model()
     _save(tmp_path, model, epoch=1)
     _edit_manifest(tmp_path, format_version=99)
@@ -141,19 +145,138 @@ def test_errors_are_one_line_and_name_the_problem(tmp_path: Path) -> None:
         load_checkpoint(tmp_path)
     assert "\n" not in str(info.value)
 
-    _save(tmp_path, model, epoch=1)
-    weights = next(tmp_path.glob("model-*.safetensors"))
-    data = bytearray(weights.read_bytes())
+
+def _flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
     data[-1] ^= 0xFF
-    weights.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="corrupt"):
-        load_checkpoint(tmp_path)
-    weights.unlink()
-    with pytest.raises(ValueError, match=r"checkpoint file model-\d+\.safetensors is missing"):
-        load_checkpoint(tmp_path)
-    (tmp_path / "manifest.json").write_text("{not json")
-    with pytest.raises(ValueError, match="unreadable checkpoint manifest"):
-        load_checkpoint(tmp_path)
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _forget_digests(directory: Path) -> None:
+    _edit_manifest(directory, sha256={})
+
+
+def _foreign_pickle(directory: Path) -> None:
+    """A training state holding an object that weights_only unpickling refuses."""
+    path = next(directory.glob("training-*.pt"))
+    torch.save({"optimizer": None, "scheduler": None, "scaler": None, "rng": Path("x")}, path)
+
+
+def _manifest_without(key: str) -> Callable[[Path], None]:
+    def edit(directory: Path) -> None:
+        path = directory / "manifest.json"
+        manifest = json.loads(path.read_text())
+        del manifest[key]
+        path.write_text(json.dumps(manifest))
+
+    return edit
+
+
+DAMAGE: dict[str, tuple[Callable[[Path], None], str, str]] = {
+    # name: (what to do to the checkpoint folder, the file the message names, its words)
+    "weights flipped": (
+        lambda d: _flip_last_byte(next(d.glob("model-*"))),
+        "model-",
+        r"corrupt \(SHA-256 mismatch\)",
+    ),
+    "weights truncated, no digest": (
+        lambda d: (_forget_digests(d), _truncate(next(d.glob("model-*")))),
+        "model-",
+        "damaged or truncated, not a safetensors file",
+    ),
+    "weights header damaged, no digest": (
+        lambda d: (_forget_digests(d), next(d.glob("model-*")).write_bytes(b"\xff" * 64)),
+        "model-",
+        "damaged or truncated, not a safetensors file",
+    ),
+    "training state truncated": (
+        lambda d: _truncate(next(d.glob("training-*"))),
+        "training-",
+        "corrupt",
+    ),
+    "training state truncated, no digest": (
+        lambda d: (_forget_digests(d), _truncate(next(d.glob("training-*")))),
+        "training-",
+        "damaged or truncated, not a training state",
+    ),
+    "training state refused by weights_only": (
+        lambda d: (_forget_digests(d), _foreign_pickle(d)),
+        "training-",
+        r"torch\.load\(weights_only=True\) refuses",
+    ),
+    "training state not a dict": (
+        lambda d: (_forget_digests(d), torch.save([1, 2], next(d.glob("training-*")))),
+        "training-",
+        "not a selfattn training state",
+    ),
+    "weights missing": (
+        lambda d: next(d.glob("model-*")).unlink(),
+        "model-",
+        "checkpoint file is missing",
+    ),
+    "manifest not JSON": (
+        lambda d: (d / "manifest.json").write_text("{not json"),
+        "manifest.json",
+        "unreadable checkpoint manifest, not JSON",
+    ),
+    "manifest a list": (
+        lambda d: (d / "manifest.json").write_text("[1]"),
+        "manifest.json",
+        "unreadable checkpoint manifest",
+    ),
+    "manifest without state": (
+        _manifest_without("state"),
+        "manifest.json",
+        r"unreadable checkpoint manifest \(no state\)",
+    ),
+    "manifest without files": (
+        _manifest_without("files"),
+        "manifest.json",
+        r"unreadable checkpoint manifest \(no files\)",
+    ),
+    "manifest with a broken config": (
+        lambda d: _edit_manifest(d, config={"data": {}}),
+        "manifest.json",
+        r"unreadable stored configuration .*data\.dataset",
+    ),
+    "manifest with a broken spec": (
+        lambda d: _edit_manifest(d, spec={"nonsense": 1}),
+        "manifest.json",
+        "unreadable stored configuration",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+@pytest.mark.parametrize("loader", [load_checkpoint, load_model], ids=["checkpoint", "model"])
+def test_damaged_checkpoints_are_one_line_errors_naming_the_file(
+    tmp_path: Path, damage: str, loader: Callable[[Path], Any]
+) -> None:
+    _save(tmp_path, _model(), epoch=1)
+    spoil, file_name, message = DAMAGE[damage]
+    spoil(tmp_path)
+    with pytest.raises(ValueError, match=message) as info:
+        loader(tmp_path)
+    text = str(info.value)
+    assert "\n" not in text and str(tmp_path) in text and file_name in text
+
+
+def test_weights_that_do_not_fit_the_model(tmp_path: Path) -> None:
+    _save(tmp_path, _model(), epoch=1)
+    _edit_manifest(
+        tmp_path,
+        config={
+            **json.loads((tmp_path / "manifest.json").read_text())["config"],
+            "model": {"embed_dim": 32, "num_heads": 2, "num_layers": 1, "ffn_dim": 16},
+        },
+    )
+    with pytest.raises(ValueError, match="do not fit the model") as info:
+        load_model(tmp_path)
+    assert "\n" not in str(info.value)
 
 
 def test_json_incompatible_vocabs_fail_before_writing(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,8 @@ def test_unknown_key_lists_the_valid_ones(tmp_path: Path) -> None:
         ("model.architecture=transformer;model.num_heads=3", r"divisible by model\.num_heads"),
         ("train.epochs=0", r"train\.epochs must be >= 1"),
         ("data.train_fraction=1.5", r"data\.train_fraction must be in \(0, 1\]"),
+        ("train.checkpoint_every=0", r"train\.checkpoint_every must be >= 1 or none, got 0"),
+        ("train.checkpoint_every=often", r"train\.checkpoint_every: expected int or none"),
     ],
 )
 def test_bad_values_name_the_field(tmp_path: Path, override: str, message: str) -> None:
@@ -133,6 +136,35 @@ def test_missing_dataset_and_bad_toml(tmp_path: Path) -> None:
         load_config(_write(tmp_path, "[data]\nbatch_size = 8\n"))
     with pytest.raises(ValueError, match="invalid TOML"):
         load_config(_write(tmp_path, "[data\n"))
+
+
+def test_errors_say_which_file_or_override_holds_the_mistake(tmp_path: Path) -> None:
+    typo = _write(tmp_path, '[data]\ndataset = "x"\n[train]\nepochs = 3\nlr = 1e-3,\n', "typo.toml")
+    with pytest.raises(ValueError) as info:
+        load_config(typo)
+    message = str(info.value)
+    assert message.startswith(f"{typo}: invalid TOML: ") and "(at line 5, column 10)" in message
+    assert "\n" not in message
+
+    misspelt = _write(tmp_path, '[data]\ndataset = "x"\n[train]\nepoch = 3\n', "misspelt.toml")
+    with pytest.raises(
+        ValueError, match=rf"^{re.escape(str(misspelt))}: unknown key\(s\) train\.epoch; valid"
+    ):
+        load_config(misspelt)
+    wrong_type = _write(tmp_path, '[data]\ndataset = "x"\n[train]\nepochs = "3"\n', "type.toml")
+    with pytest.raises(
+        ValueError, match=rf"^{re.escape(str(wrong_type))}: train\.epochs: expected int, got '3'$"
+    ):
+        load_config(wrong_type)
+    with pytest.raises(ValueError, match=r"^train\.epochs must .* \(from --set train\.epochs=0\)$"):
+        load_config(_write(tmp_path, '[data]\ndataset = "x"\n'), ["train.epochs=0"])
+
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes('[data]\ndataset = "caf\u00e9"\n'.encode("latin-1"))
+    with pytest.raises(
+        ValueError, match=rf"^{re.escape(str(latin1))}: not UTF-8 text \(invalid .* at byte 21\)$"
+    ):
+        load_config(latin1)
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.name)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+import os
+import signal
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,11 @@ from selfattn.train import (
     TrainResult,
     WarmupDecay,
     evaluate,
+    load_checkpoint,
     load_model,
     train,
 )
+from selfattn.train.loop import TrainingInterrupted
 
 VOCAB, LABELS, BATCH, NUM_BATCHES = 24, 3, 8, 6
 SPEC = TaskSpec(task="token", num_labels=LABELS, vocab_size=VOCAB, max_len=16)
@@ -137,24 +141,112 @@ def test_same_seed_same_run(tmp_path: Path) -> None:
     assert _without_timing(third.history) != _without_timing(first.history)
 
 
-def test_killed_and_resumed_equals_uninterrupted(tmp_path: Path) -> None:
-    uninterrupted = _run(_config(tmp_path / "full"))
+def _lazy_batches(epoch: int) -> Iterator[Batch]:
+    """Each batch drawn when it is needed, between the steps' dropout draws."""
+    for _ in range(NUM_BATCHES):
+        yield TRAIN[int(torch.randint(len(TRAIN), ()))]
 
-    def killed_in_epoch_two(epoch: int) -> Iterator[Batch]:
-        for i, batch in enumerate(_train_batches(epoch)):
-            if epoch == 2 and i == 2:
-                raise KeyboardInterrupt  # the process dies mid-epoch
+
+def _killed(train_batches: Any, epoch: int, at: int, kill: Callable[[], None]) -> Any:
+    """``train_batches`` whose epoch ``epoch`` (from 1) calls ``kill()`` before its batch
+    ``at`` (from 0)."""
+
+    def batches(index: int) -> Iterator[Batch]:
+        for i, batch in enumerate(train_batches(index)):
+            if index + 1 == epoch and i == at:
+                kill()
             yield batch
 
-    config = _config(tmp_path / "resumed")
-    with pytest.raises(KeyboardInterrupt):
-        _run(config, train_batches=killed_in_epoch_two)
-    assert [line["epoch"] for line in _metrics(config.run_dir)] == [1, 2]
-    resumed = _run(config, resume=True)
+    return batches
+
+
+def _die() -> None:
+    raise KeyboardInterrupt  # the process dies here
+
+
+@pytest.mark.parametrize(
+    ("checkpoint_every", "train_batches", "resumed_at"),
+    [
+        (None, _train_batches, (2, 0)),  # no save within these short epochs: from epoch 2's start
+        (4, _train_batches, (2, 2)),  # saved at step 8, epoch 2's second: from there
+        (4, _lazy_batches, (2, 2)),
+        (1, _lazy_batches, (2, 4)),
+    ],
+)
+def test_killed_and_resumed_equals_uninterrupted(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    checkpoint_every: int | None,
+    train_batches: Any,
+    resumed_at: tuple[int, int],
+) -> None:
+    uninterrupted = _run(_config(tmp_path / "full"), train_batches=train_batches)
+
+    config = _config(tmp_path / "resumed", checkpoint_every=checkpoint_every)
+    with pytest.raises(KeyboardInterrupt):  # killed in epoch 2, before its fifth batch
+        _run(config, train_batches=_killed(train_batches, 2, 4, _die))
+    assert [line["epoch"] for line in _metrics(config.run_dir)] == [1]
+    state = load_checkpoint(config.run_dir / "last").state
+    assert (state["epoch"] + 1, state["batch"]) == resumed_at
+    capsys.readouterr()
+    resumed = _run(config, resume=True, train_batches=train_batches)
+    epoch, step = resumed_at
+    assert (
+        f"resuming {config.run_dir} from epoch {epoch}, step {step} of 6" in capsys.readouterr().err
+    )
 
     _assert_same_weights(uninterrupted.model, resumed.model)
     assert _without_timing(resumed.history) == _without_timing(uninterrupted.history)
     assert _without_timing(_metrics(config.run_dir)) == _without_timing(uninterrupted.history)
+
+
+def test_saving_within_epochs_does_not_change_the_run(tmp_path: Path) -> None:
+    plain = _run(_config(tmp_path / "a", epochs=2))
+    saving = _run(_config(tmp_path / "b", epochs=2, checkpoint_every=1))
+    assert _without_timing(plain.history) == _without_timing(saving.history)
+    _assert_same_weights(plain.model, saving.model)
+
+
+def _send(*signals: int) -> Callable[[], None]:
+    def kill() -> None:
+        for signum in signals:
+            os.kill(os.getpid(), signum)
+
+    return kill
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_at_a_step_boundary_with_a_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], signum: int
+) -> None:
+    uninterrupted = _run(_config(tmp_path / "full"))
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    config = _config(tmp_path / "run")
+    # The signal comes while epoch 2 fetches its fourth batch: that step still runs.
+    with pytest.raises(TrainingInterrupted) as info:
+        _run(config, train_batches=_killed(_train_batches, 2, 3, _send(signum)))
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+    last = config.run_dir / "last"
+    assert str(info.value) == f"interrupted at epoch 2, step 4 of 6; checkpoint saved in {last}"
+    assert info.value.checkpoint == last
+    assert isinstance(info.value, KeyboardInterrupt)
+    assert "stopping after this step" in capsys.readouterr().err
+    assert load_checkpoint(last).state["batch"] == 4
+
+    resumed = _run(config, resume=True)
+    _assert_same_weights(uninterrupted.model, resumed.model)
+    assert _without_timing(resumed.history) == _without_timing(uninterrupted.history)
+
+
+def test_a_second_ctrl_c_quits_at_once_and_names_the_last_checkpoint(tmp_path: Path) -> None:
+    uninterrupted = _run(_config(tmp_path / "full"))
+    config = _config(tmp_path / "run")
+    kill = _send(signal.SIGINT, signal.SIGINT)
+    with pytest.raises(TrainingInterrupted, match="interrupted at once") as info:
+        _run(config, train_batches=_killed(_train_batches, 2, 3, kill))
+    assert "epoch 2, step 0 of 6" in str(info.value)  # the checkpoint of epoch 1's end
+    resumed = _run(config, resume=True)
+    _assert_same_weights(uninterrupted.model, resumed.model)
 
 
 def test_resume_drops_metrics_of_lost_epochs(tmp_path: Path) -> None:
@@ -188,7 +280,7 @@ def test_run_dir_is_not_silently_overwritten(tmp_path: Path) -> None:
         _run(config)
     _run(config, overwrite=True)
     assert len(_metrics(config.run_dir)) == 1
-    with pytest.raises(ValueError, match="no checkpoint here"):
+    with pytest.raises(ValueError, match=r"nothing to resume: .*empty does not exist"):
         _run(_config(tmp_path / "empty"), resume=True)
     other = replace(config, model=replace(config.model, embed_dim=32))
     with pytest.raises(ValueError, match="different model"):

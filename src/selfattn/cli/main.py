@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -76,6 +77,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as error:
         print(f"selfattn {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as interrupt:
+        # Ctrl-C: one line, no traceback. The training loop saves a checkpoint first and
+        # says so in the exception's message (selfattn.train.loop.TrainingInterrupted).
+        print(f"selfattn {args.command}: {interrupt or 'interrupted'}", file=sys.stderr)
+        if args.command == "train" and getattr(interrupt, "checkpoint", None) is not None:
+            print(f"continue with: {resume_command(args)}", file=sys.stderr)
+        return 130
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The ``selfattn train`` command line that resumes the interrupted run."""
+    parts = ["selfattn", "train", shlex.quote(str(args.config))]
+    for override in args.overrides:
+        parts += ["--set", shlex.quote(override)]
+    return " ".join([*parts, "--resume"])
 
 
 if __name__ == "__main__":

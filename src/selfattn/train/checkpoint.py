@@ -3,7 +3,9 @@
 A checkpoint is a folder of three files:
 
 * ``model-<generation>.safetensors``: the model's weights;
-* ``training-<generation>.pt``: optimizer, scheduler, loss scaler and RNG states;
+* ``training-<generation>.pt``: optimizer, scheduler, loss scaler and RNG states (for a
+  checkpoint taken mid-epoch also the RNG states at the epoch's start, which rebuild the
+  epoch's batches);
 * ``manifest.json``: format and selfattn versions, the run's configuration, the task spec,
   the vocabularies, the loop's state (epoch, step, best metric, …), and the names and
   SHA-256 digests of the other two files.
@@ -13,6 +15,10 @@ renamed over its final name (``os.replace``, atomic on POSIX and Windows). The m
 is written last and is the commit point: the data files of a new save carry a new
 generation number, so until the new manifest replaces the old one, the old manifest
 still names the old, untouched files. Only after the commit are the old files removed.
+
+Reading never ends in a traceback: a missing, truncated or damaged file, a manifest that
+is not JSON or lacks a field, a training state that ``torch.load(weights_only=True)``
+refuses, all raise a one-line :class:`ValueError` naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -22,12 +28,13 @@ import hashlib
 import io
 import json
 import os
+import pickle
 import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import safetensors.torch
@@ -43,6 +50,9 @@ from selfattn.train.objectives import build_for_spec
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 _DATA_FILE = re.compile(r"^(model-\d+\.safetensors|training-\d+\.pt)$")
+_MANIFEST_KEYS = ("selfattn_version", "state", "config", "spec", "vocabs", "files")
+_TRAINING_KEYS = ("optimizer", "scheduler", "scaler", "rng")
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -61,6 +71,8 @@ class Checkpoint:
         spec: the model's inputs and labels, to rebuild it (``None`` if unknown).
         vocabs: the vocabularies, as given to :func:`save_checkpoint`.
         selfattn_version: the version that wrote it.
+        epoch_rng_state: for a checkpoint taken mid-epoch, the RNG states at the start of
+            that epoch (``None`` at an epoch's end).
     """
 
     directory: Path
@@ -74,6 +86,7 @@ class Checkpoint:
     spec: TaskSpec | None
     vocabs: dict[str, Any]
     selfattn_version: str
+    epoch_rng_state: dict[str, Any] | None = None
 
 
 def save_checkpoint(
@@ -86,6 +99,7 @@ def save_checkpoint(
     vocabs: dict[str, Any],
     *,
     scaler: torch.amp.GradScaler | None = None,
+    epoch_rng_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write a checkpoint into ``directory`` (created if needed), atomically.
 
@@ -98,6 +112,8 @@ def save_checkpoint(
         config: the run's configuration.
         vocabs: JSON-serialisable vocabularies (e.g. ``{"tokens": [...], "labels": [...]}``).
         scaler: an AMP gradient scaler whose state to keep.
+        epoch_rng_state: for a save in the middle of an epoch, :func:`get_rng_state` as
+            it was when the epoch began.
 
     Returns:
         ``directory``.
@@ -124,6 +140,7 @@ def save_checkpoint(
         "scheduler": None if scheduler is None else scheduler.state_dict(),
         "scaler": None if scaler is None or not scaler.is_enabled() else scaler.state_dict(),
         "rng": get_rng_state(),
+        "epoch_rng": epoch_rng_state,
     }
     buffer = io.BytesIO()
     torch.save(training, buffer)
@@ -145,29 +162,35 @@ def load_checkpoint(directory: Path, *, map_location: str | torch.device = "cpu"
     """Read the checkpoint in ``directory``.
 
     Raises:
-        ValueError: one line naming the problem: no checkpoint there, an unreadable
-            manifest, a format version this selfattn cannot read, a missing or corrupt file.
+        ValueError: one line naming the file and the problem: no checkpoint there, a
+            manifest that is not JSON or lacks a field, a format version this selfattn
+            cannot read, a missing, truncated or corrupt data file.
     """
     directory = Path(directory)
     manifest_path = directory / MANIFEST
-    if not manifest_path.is_file():
-        raise ValueError(f"{directory}: no checkpoint here ({MANIFEST} is missing)")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        version = manifest["format_version"]
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as error:
-        raise ValueError(f"{manifest_path}: unreadable checkpoint manifest ({error})") from None
-    if version != FORMAT_VERSION:
-        raise ValueError(
-            f"{directory}: checkpoint format version {version} (written by selfattn "
-            f"{manifest.get('selfattn_version', '?')}); this selfattn {selfattn.__version__} "
-            f"reads version {FORMAT_VERSION}"
-        )
-    blobs = {role: _read_verified(directory, manifest, name) for role, name in _files(manifest)}
-    weights = safetensors.torch.load(blobs["model"])
-    training = torch.load(
-        io.BytesIO(blobs["training"]), map_location=map_location, weights_only=True
+    manifest = _read_manifest(directory)
+    paths = {role: directory / name for role, name in _files(manifest_path, manifest)}
+    blobs = {role: _read_verified(path, manifest) for role, path in paths.items()}
+    weights = _decode(
+        paths["model"], "a safetensors file", lambda: safetensors.torch.load(blobs["model"])
     )
+    training = _decode(
+        paths["training"],
+        "a training state",
+        lambda: torch.load(
+            io.BytesIO(blobs["training"]), map_location=map_location, weights_only=True
+        ),
+    )
+    if not isinstance(training, dict) or not all(key in training for key in _TRAINING_KEYS):
+        raise ValueError(
+            f"{paths['training']}: not a selfattn training state (it must hold "
+            f"{', '.join(_TRAINING_KEYS)})"
+        )
+    try:
+        config = config_from_dict(manifest["config"])
+        spec = None if manifest["spec"] is None else TaskSpec.from_dict(manifest["spec"])
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise ValueError(f"{manifest_path}: unreadable stored configuration ({error})") from None
     return Checkpoint(
         directory=directory,
         model_state={key: value.to(map_location) for key, value in weights.items()},
@@ -176,10 +199,11 @@ def load_checkpoint(directory: Path, *, map_location: str | torch.device = "cpu"
         scaler_state=training["scaler"],
         rng_state=training["rng"],
         state=manifest["state"],
-        config=config_from_dict(manifest["config"]),
-        spec=None if manifest["spec"] is None else TaskSpec.from_dict(manifest["spec"]),
+        config=config,
+        spec=spec,
         vocabs=manifest["vocabs"],
         selfattn_version=manifest["selfattn_version"],
+        epoch_rng_state=training.get("epoch_rng"),
     )
 
 
@@ -201,7 +225,13 @@ def load_model(
     if checkpoint.spec is None:
         raise ValueError(f"{directory}: the checkpoint has no task spec to rebuild the model")
     model = build(checkpoint.config, checkpoint.spec)
-    model.load_state_dict(checkpoint.model_state)
+    try:
+        model.load_state_dict(checkpoint.model_state)
+    except RuntimeError as error:  # missing, unexpected or misshapen tensors
+        raise ValueError(
+            f"{directory}: the stored weights do not fit the model its configuration "
+            f"describes ({_reason(error)})"
+        ) from None
     return model.to(map_location).eval(), checkpoint
 
 
@@ -230,7 +260,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
     """Restore what :func:`get_rng_state` returned."""
     random.setstate(state["python"])
     numpy = state["numpy"]
-    keys = numpy["keys"].numpy().astype(np.uint32)
+    keys = numpy["keys"].cpu().numpy().astype(np.uint32)
     np.random.set_state((numpy["name"], keys, numpy["pos"], numpy["has_gauss"], numpy["gauss"]))
     torch.set_rng_state(state["torch"].cpu())
     if state["cuda"] and torch.cuda.is_available():
@@ -290,23 +320,77 @@ def _current_generation(directory: Path) -> int:
     return generation
 
 
-def _files(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+def _read_manifest(directory: Path) -> dict[str, Any]:
+    """The manifest as a dict with every key :func:`load_checkpoint` needs."""
+    path = directory / MANIFEST
+    if not directory.exists():
+        raise ValueError(f"{directory}: no such checkpoint folder")
+    if not path.is_file():
+        raise ValueError(f"{directory}: no checkpoint here ({MANIFEST} is missing)")
+    try:
+        manifest = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: unreadable checkpoint manifest, not JSON ({error})") from None
+    except OSError as error:
+        raise ValueError(
+            f"{path}: cannot read the checkpoint manifest ({error.strerror})"
+        ) from None
+    if not isinstance(manifest, dict) or "format_version" not in manifest:
+        raise ValueError(f"{path}: unreadable checkpoint manifest (no format_version)")
+    version = manifest["format_version"]
+    if version != FORMAT_VERSION:
+        raise ValueError(
+            f"{directory}: checkpoint format version {version} (written by selfattn "
+            f"{manifest.get('selfattn_version', '?')}); this selfattn {selfattn.__version__} "
+            f"reads version {FORMAT_VERSION}"
+        )
+    missing = [key for key in _MANIFEST_KEYS if key not in manifest]
+    if missing:
+        raise ValueError(f"{path}: unreadable checkpoint manifest (no {', '.join(missing)})")
+    return manifest
+
+
+def _files(manifest_path: Path, manifest: dict[str, Any]) -> list[tuple[str, str]]:
     try:
         return [(role, str(manifest["files"][role])) for role in ("model", "training")]
     except (KeyError, TypeError):
-        raise ValueError("checkpoint manifest does not list its files") from None
+        raise ValueError(
+            f"{manifest_path}: unreadable checkpoint manifest (it does not list its files)"
+        ) from None
 
 
-def _read_verified(directory: Path, manifest: dict[str, Any], name: str) -> bytes:
-    path = directory / name
+def _read_verified(path: Path, manifest: dict[str, Any]) -> bytes:
     try:
         data = path.read_bytes()
     except OSError:
-        raise ValueError(f"{directory}: checkpoint file {name} is missing") from None
-    expected = manifest.get("sha256", {}).get(name)
+        raise ValueError(f"{path}: checkpoint file is missing (the manifest lists it)") from None
+    digests = manifest.get("sha256")
+    expected = digests.get(path.name) if isinstance(digests, dict) else None
     if expected is not None and hashlib.sha256(data).hexdigest() != expected:
         raise ValueError(f"{path}: checkpoint file is corrupt (SHA-256 mismatch)")
     return data
+
+
+def _decode(path: Path, what: str, read: Callable[[], _T]) -> _T:
+    """``read()``, with any failure turned into one line naming ``path``."""
+    try:
+        return read()
+    except pickle.UnpicklingError as error:
+        if "weights only" not in str(error).lower():
+            raise ValueError(f"{path}: damaged, not {what} ({_reason(error)})") from None
+        raise ValueError(
+            f"{path}: torch.load(weights_only=True) refuses it, as it holds Python objects "
+            "that no selfattn checkpoint holds; not loaded"
+        ) from None
+    except Exception as error:  # safetensors, zip and pickle readers each raise their own
+        raise ValueError(f"{path}: damaged or truncated, not {what} ({_reason(error)})") from None
+
+
+def _reason(error: BaseException) -> str:
+    """The first sentence of an error message, on one line."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().split("\n")[0]
+    sentence = text.split(". ")[0].rstrip(".")
+    return (sentence[:200] + "…") if len(sentence) > 200 else sentence or type(error).__name__
 
 
 def _remove_stale_files(directory: Path, keep: set[str]) -> None:

@@ -31,7 +31,8 @@ from selfattn.tasks.seq2seq_config import Seq2SeqConfig
 
 Schedule = Literal["linear", "cosine", "constant"]
 DeviceName = Literal["cpu", "cuda", "auto"]
-DataTask = Literal["auto", "seq2seq"]
+DataTask = Literal["auto", "seq2seq", "regression"]
+Overlong = Literal["refuse", "cut"]
 
 
 @dataclass(frozen=True)
@@ -43,18 +44,31 @@ class DataConfig:
         dev: path of a development file (default: the recipe's dev split).
         test: path of a test file (default: the recipe's test split).
         batch_size: examples per batch.
-        max_len: longest sequence kept (longer ones are cut); also sizes positional tables.
+        max_len: the longest sequence the model is built for (it sizes positional tables and
+            is stored as the checkpoint's ``max_len``). A longer example in any split is
+            refused when the data are loaded, before training, or cut (``overlong``).
         lowercase: lowercase text before building the vocabulary.
         min_freq: words seen fewer times in training become the unknown word.
         bpe_vocab_size: split words into this many byte-pair units; ``None``: whole words.
             For seq2seq text, one subword vocabulary is learned on both sides.
-        task: ``auto`` (a recipe knows its task; a user's file is read by its extension)
-            or ``seq2seq`` (a user's file holds ``source<TAB>target`` lines).
+        task: ``auto`` (a recipe knows its task; a user's file is read by its extension),
+            ``seq2seq`` (a user's file holds ``source<TAB>target`` lines) or
+            ``regression`` (a user's file holds one number per example as its label).
         train_fraction: train on this fraction of the training split, in (0, 1]: a
             seeded subset (stratified by label for classification of whole sets), nested
             across fractions (10 % ⊂ 30 % ⊂ 100 %;
             :func:`~selfattn.data.splits.stratified_subset`). Dev and test stay whole.
             For data-size experiments and quick runs on long-input tasks.
+        dev_fraction: a user's data without ``dev``: hold out this fraction of the
+            training file as the dev set, in [0, 1) — seeded (seed 0), stratified by
+            label for classification of whole sequences, the same in every run and in
+            ``selfattn eval --split dev``. ``0``: train without a dev set (the best
+            epoch is then the one with the lowest training loss). Recipes keep their
+            own dev splits.
+        overlong: what a sequence longer than ``max_len`` gets: ``refuse`` (a one-line
+            error naming its ``file:line``) or ``cut`` (keep its first ``max_len``
+            tokens and, for a token task, their labels; for seq2seq the source and the
+            target are each cut).
     """
 
     dataset: str
@@ -67,6 +81,8 @@ class DataConfig:
     bpe_vocab_size: int | None = None
     task: DataTask = "auto"
     train_fraction: float = 1.0
+    dev_fraction: float = 0.1
+    overlong: Overlong = "refuse"
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_len", "min_freq"):
@@ -74,6 +90,8 @@ class DataConfig:
                 raise ValueError(f"data.{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 < self.train_fraction <= 1.0:
             raise ValueError(f"data.train_fraction must be in (0, 1], got {self.train_fraction}")
+        if not 0.0 <= self.dev_fraction < 1.0:
+            raise ValueError(f"data.dev_fraction must be in [0, 1), got {self.dev_fraction}")
         if self.bpe_vocab_size is not None and self.bpe_vocab_size < 1:
             raise ValueError(f"data.bpe_vocab_size must be >= 1, got {self.bpe_vocab_size}")
 
@@ -97,6 +115,12 @@ class TrainConfig:
         patience: stop after this many epochs without a better dev accuracy; ``None``:
             never stop early.
         device: ``cpu``, ``cuda``, or ``auto`` (CUDA when available).
+        checkpoint_every: also save ``run_dir/last`` during an epoch, so that a run
+            stopped or killed mid-epoch loses little work and resumes exactly where it
+            was: ``None`` saves every ``CHECKPOINT_SECONDS`` (120 s) of wall-clock time,
+            an integer N every N optimizer steps. ``last`` is always saved at the end of
+            an epoch too, and ``best`` only there. Saving draws no random numbers, so it
+            never changes the run.
         threads: CPU threads for PyTorch's kernels (``None``: PyTorch's default, one per
             core). On a small machine shared with other work, 1 avoids threads spinning
             against each other, which can slow small models many-fold.
@@ -114,8 +138,13 @@ class TrainConfig:
     patience: int | None = None
     device: DeviceName = "auto"
     threads: int | None = None
+    checkpoint_every: int | None = None
 
     def __post_init__(self) -> None:
+        if self.checkpoint_every is not None and self.checkpoint_every < 1:
+            raise ValueError(
+                f"train.checkpoint_every must be >= 1 or none, got {self.checkpoint_every}"
+            )
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"train.threads must be >= 1 or none, got {self.threads}")
         if self.epochs < 1:
@@ -161,20 +190,32 @@ def load_config(path: Path, overrides: list[str] | None = None) -> Config:
         overrides: ``"section.field=value"`` strings (``"run_dir=path"`` for the folder).
 
     Raises:
-        ValueError: unreadable TOML, an unknown section or key (the message lists the
-            valid ones), a value of the wrong type or out of range (naming the field).
+        ValueError: one line: unreadable TOML (with the file's name, line and column),
+            an unknown section or key (the message lists the valid ones), a value of the
+            wrong type or out of range (naming the field, and the file or the ``--set``
+            override it came from).
     """
     path = Path(path)
     try:
         values = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as error:
+    except tomllib.TOMLDecodeError as error:  # its message ends "(at line L, column C)"
         raise ValueError(f"{path}: invalid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     except OSError as error:
         raise ValueError(f"cannot read config {path}: {error.strerror}") from None
     values.setdefault("run_dir", str(Path("runs") / path.stem))
     for override in overrides or []:
         apply_override(values, override)
-    return config_from_dict(values)
+    try:
+        return config_from_dict(values)
+    except ValueError as error:
+        # Say where the bad value was written: an override that names the field, else the file.
+        for override in overrides or []:
+            key = override.partition("=")[0].strip()
+            if key and key in str(error):
+                raise ValueError(f"{error} (from --set {override})") from None
+        raise ValueError(f"{path}: {error}") from None
 
 
 def apply_override(values: dict[str, Any], override: str) -> None:

@@ -12,16 +12,19 @@ The loop does not know where batches come from. It is given
 
 Each epoch appends one JSON line to ``run_dir/metrics.jsonl`` and writes ``run_dir/last/``;
 ``run_dir/best/`` holds the epoch with the best dev accuracy (for a regression the lowest
-dev loss; without a dev set, the lowest training loss). ``resume=True`` continues from
-``run_dir/last/`` with weights, optimizer, schedule, RNG states and counters restored, and
-ends in exactly the state an uninterrupted run reaches (on the CPU; CUDA kernels need not
-be deterministic).
+dev loss; without a dev set, the lowest training loss). ``last/`` is also written within
+an epoch (``train.checkpoint_every``), and when Ctrl-C or SIGTERM stops the run at a step
+boundary (:class:`TrainingInterrupted`). ``resume=True`` continues from ``run_dir/last/``
+with weights, optimizer, schedule, RNG states, counters and the epoch's running sums
+restored. Mid-epoch, it calls ``train_batches(epoch)`` again from the RNG state that
+epoch began with, skips the batches already trained on, and then restores the RNG state
+of the saved step (so a generator may also draw batch by batch). It ends in exactly the
+state an uninterrupted run reaches (on the CPU; CUDA kernels need not be deterministic).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import time
 import warnings
@@ -33,25 +36,56 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from selfattn.tasks.model import TaskSpec
 from selfattn.train.checkpoint import (
+    Checkpoint,
+    get_rng_state,
     load_checkpoint,
     save_checkpoint,
     set_rng_state,
     write_atomic,
 )
-from selfattn.train.config import Config, config_to_dict, config_to_toml
+from selfattn.train.config import Config, config_to_toml
 from selfattn.train.objectives import objective_for
 from selfattn.train.optim import WarmupDecay, build_optimizer, build_scheduler
+from selfattn.train.progress import Progress, ProgressMode, StopOnSignal
+from selfattn.train.run_dir import METRICS_FILE as METRICS_FILE  # re-exported
+from selfattn.train.run_dir import (
+    append_metrics,
+    check_compatible,
+    checkpoint_to_resume,
+    claim_run_dir,
+    truncate_metrics,
+)
 
 TrainBatches = Callable[[int], Iterable[Any]]
 DevBatches = Callable[[], Iterable[Any]]
 
-METRICS_FILE = "metrics.jsonl"
 #: Fields of a metrics line that measure the machine, not the model (they differ run to run).
 TIMING_KEYS = ("tokens_per_s", "seconds")
+#: ``train.checkpoint_every = None``: save ``last`` after this many seconds of training.
+CHECKPOINT_SECONDS = 120.0
+#: The loop state of an epoch in progress: batches done and the running sums of its metrics.
+_EPOCH_START: dict[str, Any] = {
+    "batch": 0,
+    "loss_sum": 0.0,
+    "units": 0,
+    "tokens": 0,
+    "train_seconds": 0.0,
+}
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped training; ``last`` holds a checkpoint to resume from.
+
+    Attributes:
+        checkpoint: the folder of that checkpoint (``run_dir/last``).
+    """
+
+    def __init__(self, message: str, checkpoint: Path) -> None:
+        super().__init__(message)
+        self.checkpoint = checkpoint
 
 
 @dataclass
@@ -73,6 +107,17 @@ class TrainResult:
     run_dir: Path
 
 
+@dataclass
+class _Parts:
+    """What one run trains and steps, and the RNG state its current epoch began with."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler | None
+    epoch_rng: dict[str, Any] | None = None
+
+
 def train(
     config: Config,
     spec: TaskSpec,
@@ -82,7 +127,7 @@ def train(
     vocabs: dict[str, Any] | None = None,
     resume: bool = False,
     overwrite: bool = False,
-    progress: bool = True,
+    progress: bool | ProgressMode = True,
 ) -> TrainResult:
     """Train the model of ``config.model`` for ``spec``; see :class:`Trainer`."""
     trainer = Trainer(config, spec, train_batches, dev_batches, vocabs=vocabs, progress=progress)
@@ -114,7 +159,10 @@ class Trainer:
         train_batches: ``epoch → batches`` (see the module docstring).
         dev_batches: ``() → batches`` of the development set, or ``None``.
         vocabs: JSON-ready vocabularies to store in checkpoints.
-        progress: show a tqdm bar (loss, tokens/s, ETA) on stderr.
+        progress: what to show on stderr (:data:`~selfattn.train.progress.ProgressMode`):
+            ``True`` or ``"auto"``: a tqdm bar on a terminal, plain lines elsewhere;
+            ``False`` or ``"lines"``: plain lines (one per epoch, one per 30 s within
+            one); ``"bar"``; ``"off"``: nothing.
     """
 
     def __init__(
@@ -125,7 +173,7 @@ class Trainer:
         dev_batches: DevBatches | None = None,
         *,
         vocabs: dict[str, Any] | None = None,
-        progress: bool = True,
+        progress: bool | ProgressMode = True,
     ) -> None:
         self.config = config
         self.spec = spec
@@ -146,6 +194,10 @@ class Trainer:
                     "train.amp is only used on CUDA; training in float32 on the CPU",
                     stacklevel=2,
                 )
+        self._console = Progress("off", 0)
+        self._stop = StopOnSignal(self._console.notice)
+        self._last_save = 0.0
+        self._saved: str | None = None  # where the loop stood at the last saved `last`
 
     # ------------------------------------------------------------------ the run
 
@@ -159,12 +211,13 @@ class Trainer:
         Raises:
             ValueError: ``run_dir`` already holds a run (and neither flag is set); nothing
                 to resume; a checkpoint for a different model.
+            TrainingInterrupted: Ctrl-C or SIGTERM; ``last`` was saved first.
         """
         train_config = self.config.train
+        last = checkpoint_to_resume(self.run_dir) if resume else None
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        metrics_path = self.run_dir / METRICS_FILE
-        if not resume:
-            self._claim_run_dir(overwrite)
+        if last is None:
+            claim_run_dir(self.run_dir, overwrite)
         if train_config.threads is not None:
             torch.set_num_threads(train_config.threads)
         seed_everything(train_config.seed)
@@ -173,15 +226,16 @@ class Trainer:
         scaler = (
             torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
         )  # bf16 needs no loss scaling
+        epoch_rng = get_rng_state()  # what train_batches(0) draws from
         first_epoch: Iterable[Any] | None = None
-        if resume:
-            checkpoint = load_checkpoint(self.run_dir / "last", map_location=self.device)
-            self._check_compatible(checkpoint.config, checkpoint.spec)
-            state = dict(checkpoint.state)
+        checkpoint: Checkpoint | None = None
+        if last is not None:
+            checkpoint = load_checkpoint(last, map_location=self.device)
+            check_compatible(last, self.config, self.spec, checkpoint.config, checkpoint.spec)
+            state = {**_EPOCH_START, **checkpoint.state}
         else:
-            first_epoch = self.train_batches(0)
-            if not isinstance(first_epoch, Sized):
-                first_epoch = list(first_epoch)
+            first_epoch = self._epoch_batches(0)
+            assert isinstance(first_epoch, Sized)
             state = {
                 "epoch": 0,
                 "step": 0,
@@ -190,88 +244,173 @@ class Trainer:
                 "best_epoch": None,
                 "bad_epochs": 0,
                 "stopped_early": False,
+                **_EPOCH_START,
             }
         total_steps = state["steps_per_epoch"] * train_config.epochs
         scheduler = build_scheduler(optimizer, train_config, total_steps)
-        history: list[dict[str, Any]] = []
-        if resume:
-            model.load_state_dict(checkpoint.model_state)
-            if checkpoint.optimizer_state is not None:
-                optimizer.load_state_dict(checkpoint.optimizer_state)
-            if checkpoint.scheduler_state is not None:
-                scheduler.load_state_dict(checkpoint.scheduler_state)
-                # A resumed run may have been given more epochs: stretch the decay to them.
-                schedule = scheduler.lr_lambdas[0]
-                assert isinstance(schedule, WarmupDecay)
-                schedule.total_steps = max(total_steps, 1)
-            if scaler is not None and checkpoint.scaler_state is not None:
-                scaler.load_state_dict(checkpoint.scaler_state)
-            set_rng_state(checkpoint.rng_state)
-            history = _truncate_metrics(metrics_path, state["epoch"])
+        parts = _Parts(model, optimizer, scheduler, scaler, epoch_rng)
+        if checkpoint is not None:
+            history = self._restore(parts, checkpoint, state, total_steps)
         else:
+            history = []
             write_atomic(self.run_dir / "config.toml", config_to_toml(self.config).encode())
 
-        bar = tqdm(
-            total=total_steps,
-            initial=state["step"],
-            disable=not self.progress,
-            unit="step",
-            dynamic_ncols=True,
-        )
-        with bar:
-            for epoch in range(state["epoch"], train_config.epochs):
-                if state["stopped_early"]:
-                    break
-                batches = first_epoch if epoch == 0 and first_epoch is not None else None
-                if batches is None:
-                    batches = self.train_batches(epoch)
-                line = self._epoch(model, optimizer, scheduler, scaler, batches, state, bar)
-                history.append(line)
-                # Metrics first: a crash before `last` is saved re-runs this epoch, and the
-                # resumed run drops the lines of epochs later than its checkpoint.
-                _append_line(metrics_path, line)
-                self._save(model, optimizer, scheduler, scaler, state, line)
+        self._console = Progress(self.progress, total_steps, state["step"])
+        self._stop = StopOnSignal(self._console.notice)
+        with self._console, self._stop:
+            self._console.say(self._opening(state, resumed=last is not None))
+            self._last_save = time.monotonic()
+            try:
+                self._epochs(parts, state, history, first_epoch)
+            except TrainingInterrupted:
+                raise
+            except KeyboardInterrupt:  # a second Ctrl-C, or one outside our handler
+                if self._saved is None:
+                    raise
+                raise TrainingInterrupted(
+                    f"interrupted at once; the last checkpoint ({self._saved}) is in "
+                    f"{self.run_dir / 'last'}",
+                    self.run_dir / "last",
+                ) from None
         best = next((h for h in history if h["epoch"] == state["best_epoch"]), None)
         return TrainResult(model, history, best, bool(state["stopped_early"]), self.run_dir)
+
+    def _restore(
+        self, parts: _Parts, checkpoint: Checkpoint, state: dict[str, Any], total_steps: int
+    ) -> list[dict[str, Any]]:
+        """Put the run back as ``checkpoint`` left it; returns the metrics lines kept."""
+        parts.model.load_state_dict(checkpoint.model_state)
+        if checkpoint.optimizer_state is not None:
+            parts.optimizer.load_state_dict(checkpoint.optimizer_state)
+        if checkpoint.scheduler_state is not None:
+            parts.scheduler.load_state_dict(checkpoint.scheduler_state)
+            # A resumed run may have been given more epochs: stretch the decay to them.
+            schedule = parts.scheduler.lr_lambdas[0]
+            assert isinstance(schedule, WarmupDecay)
+            schedule.total_steps = max(total_steps, 1)
+        if parts.scaler is not None and checkpoint.scaler_state is not None:
+            parts.scaler.load_state_dict(checkpoint.scaler_state)
+        parts.epoch_rng = checkpoint.epoch_rng_state
+        if state["batch"] and parts.epoch_rng is None:
+            raise ValueError(
+                f"{checkpoint.directory}: a mid-epoch checkpoint without its epoch's RNG state"
+            )
+        set_rng_state(checkpoint.rng_state)
+        self._saved = self._position(state)
+        return truncate_metrics(self.run_dir, state["epoch"])
+
+    def _epochs(
+        self,
+        parts: _Parts,
+        state: dict[str, Any],
+        history: list[dict[str, Any]],
+        first_epoch: Iterable[Any] | None,
+    ) -> None:
+        """Run the remaining epochs, appending each one's metrics line to ``history``."""
+        epochs = self.config.train.epochs
+        for epoch in range(state["epoch"], epochs):
+            if state["stopped_early"]:
+                break
+            batches: Iterable[Any]
+            if state["batch"]:  # resuming mid-epoch
+                batches = self._remaining_batches(epoch, state["batch"], parts.epoch_rng)
+            elif epoch == 0 and first_epoch is not None:
+                batches = first_epoch
+            else:
+                parts.epoch_rng = get_rng_state()
+                batches = self._epoch_batches(epoch)
+            line = self._epoch(parts, batches, state)
+            history.append(line)
+            # Metrics first: a crash before `last` is saved re-runs this epoch, and the
+            # resumed run drops the lines of epochs later than its checkpoint.
+            append_metrics(self.run_dir, line)
+            self._save_epoch(parts, state, line)
+            self._console.epoch_end(line, epochs)
+            if self._stop.requested and epoch + 1 < epochs and not state["stopped_early"]:
+                raise TrainingInterrupted(
+                    f"interrupted after epoch {epoch + 1} of {epochs}; checkpoint saved in "
+                    f"{self.run_dir / 'last'}",
+                    self.run_dir / "last",
+                )
+
+    def _epoch_batches(self, epoch: int) -> Iterable[Any]:
+        """``train_batches(epoch)``; the first epoch's as a list (the loop needs its length)."""
+        batches = self.train_batches(epoch)
+        if epoch == 0 and not isinstance(batches, Sized):
+            batches = list(batches)
+        return batches
+
+    def _remaining_batches(
+        self, epoch: int, done: int, epoch_rng: dict[str, Any] | None
+    ) -> Iterator[Any]:
+        """The batches of ``epoch`` after the first ``done``, as an uninterrupted run sees
+        them: drawn from the RNG state the epoch began with, then the RNG put back."""
+        assert epoch_rng is not None
+        now = get_rng_state()
+        set_rng_state(epoch_rng)
+        remaining = iter(self._epoch_batches(epoch))
+        for _ in range(done):
+            next(remaining, None)
+        set_rng_state(now)
+        return remaining
 
     # ------------------------------------------------------------------ one epoch
 
     def _epoch(
-        self,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        scheduler: torch.optim.lr_scheduler.LambdaLR,
-        scaler: torch.amp.GradScaler | None,
-        batches: Iterable[Any],
-        state: dict[str, Any],
-        bar: tqdm,
+        self, parts: _Parts, batches: Iterable[Any], state: dict[str, Any]
     ) -> dict[str, Any]:
-        """Train one epoch, evaluate, update ``state``; returns the epoch's metrics line."""
+        """Train the rest of one epoch, evaluate, update ``state``; returns its metrics line."""
+        started, before = time.perf_counter(), state["train_seconds"]
+        self._train_steps(parts, batches, state)
+        line = self._epoch_line(parts, state)
+        line["tokens_per_s"] = state["tokens"] / max(state["train_seconds"], 1e-9)
+        line["seconds"] = before + time.perf_counter() - started  # training and evaluation
+        state.update(_EPOCH_START)
+        return line
+
+    def _train_steps(self, parts: _Parts, batches: Iterable[Any], state: dict[str, Any]) -> None:
+        """One optimizer step per batch, keeping the epoch's running sums in ``state``;
+        saves ``last`` when due, and stops at a step boundary when a signal asks to."""
         started = time.perf_counter()
+        seconds_before = state["train_seconds"]
         epoch = state["epoch"] + 1
-        loss_sum, units, tokens = 0.0, 0, 0
-        model.train()
+        epochs, steps = self.config.train.epochs, state["steps_per_epoch"]
+        parts.model.train()
         for batch in batches:
             batch = batch.to(self.device)
-            loss = self._step(model, optimizer, scaler, batch, state["step"])
-            scheduler.step()
-            state["step"] += 1
+            loss = self._step(parts, batch, state["step"])
+            parts.scheduler.step()
             n = int((batch.labels != -100).sum())
-            loss_sum, units, tokens = loss_sum + loss * n, units + n, tokens + batch.num_tokens
-            rate = tokens / max(time.perf_counter() - started, 1e-9)
-            bar.update(1)
-            bar.set_postfix(
-                epoch=epoch, loss=f"{loss_sum / max(units, 1):.4f}", tok_s=f"{rate:.0f}"
-            )
-        train_seconds = time.perf_counter() - started
+            state["step"] += 1
+            state["batch"] += 1
+            state["loss_sum"] += loss * n
+            state["units"] += n
+            state["tokens"] += batch.num_tokens
+            state["train_seconds"] = seconds_before + time.perf_counter() - started
+            rate = state["tokens"] / max(state["train_seconds"], 1e-9)
+            mean_loss = state["loss_sum"] / max(state["units"], 1)
+            self._console.step(f"{epoch}/{epochs}", state["batch"], steps, mean_loss, rate)
+            # Between steps, never inside one: a signal only sets a flag that is read here.
+            if self._stop.requested:
+                self._save_last(parts, state)
+                raise TrainingInterrupted(
+                    f"interrupted at {self._saved}; checkpoint saved in {self.run_dir / 'last'}",
+                    self.run_dir / "last",
+                )
+            if self._mid_epoch_save_due(state):
+                self._save_last(parts, state)
+
+    def _epoch_line(self, parts: _Parts, state: dict[str, Any]) -> dict[str, Any]:
+        """Evaluate at an epoch's end, update the best epoch and early stopping in ``state``."""
+        epoch = state["epoch"] + 1
         line: dict[str, Any] = {
             "epoch": epoch,
             "step": state["step"],
-            "train_loss": loss_sum / max(units, 1),
-            "lr": scheduler.get_last_lr()[0],
+            "train_loss": state["loss_sum"] / max(state["units"], 1),
+            "lr": parts.scheduler.get_last_lr()[0],
         }
         if self.dev_batches is not None:
-            dev = self.objective.evaluate(model, self.dev_batches(), device=self.device)
+            dev = self.objective.evaluate(parts.model, self.dev_batches(), device=self.device)
             line.update({f"dev_{key}": value for key, value in dev.items()})
             score = dev["accuracy"] if "accuracy" in dev else -dev["loss"]  # regression
         else:
@@ -285,20 +424,12 @@ class Trainer:
         patience = self.config.train.patience
         state["stopped_early"] = patience is not None and state["bad_epochs"] >= patience
         line["best_epoch"] = state["best_epoch"]
-        line["tokens_per_s"] = tokens / max(train_seconds, 1e-9)
-        line["seconds"] = time.perf_counter() - started
         return line
 
-    def _step(
-        self,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        scaler: torch.amp.GradScaler | None,
-        batch: Any,
-        step: int,
-    ) -> float:
+    def _step(self, parts: _Parts, batch: Any, step: int) -> float:
         """One optimizer step on ``batch``; returns its (smoothed) loss."""
         train_config = self.config.train
+        model, optimizer, scaler = parts.model, parts.optimizer, parts.scaler
         autocast = (
             torch.autocast("cuda", dtype=self.amp_dtype)
             if self.amp_dtype is not None
@@ -323,81 +454,66 @@ class Trainer:
 
     # ------------------------------------------------------------------ bookkeeping
 
-    def _save(
-        self,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        scheduler: torch.optim.lr_scheduler.LambdaLR,
-        scaler: torch.amp.GradScaler | None,
-        state: dict[str, Any],
-        line: dict[str, Any],
-    ) -> None:
+    def _mid_epoch_save_due(self, state: dict[str, Any]) -> bool:
+        """Whether ``train.checkpoint_every`` asks for a save now (the epoch's end saves anyway)."""
+        if state["batch"] >= state["steps_per_epoch"]:
+            return False
+        every = self.config.train.checkpoint_every
+        if every is None:
+            return time.monotonic() - self._last_save >= CHECKPOINT_SECONDS
+        return bool(state["step"] % every == 0)
+
+    def _save_last(self, parts: _Parts, state: dict[str, Any]) -> None:
+        """``last/`` in the middle of an epoch, with what resuming there needs."""
+        self._write(parts, state, "last", epoch_rng=parts.epoch_rng)
+
+    def _save_epoch(self, parts: _Parts, state: dict[str, Any], line: dict[str, Any]) -> None:
         """``best/`` when this epoch is the best so far, then ``last/``."""
-        targets = ["best"] if state["best_epoch"] == line["epoch"] else []
-        for name in [*targets, "last"]:
-            save_checkpoint(
-                self.run_dir / name,
-                model,
-                optimizer,
-                scheduler,
-                dict(state),
-                self.config,
-                self.vocabs,
-                scaler=scaler,
+        if state["best_epoch"] == line["epoch"]:
+            self._write(parts, state, "best")
+        self._write(parts, state, "last")
+
+    def _write(
+        self,
+        parts: _Parts,
+        state: dict[str, Any],
+        name: str,
+        epoch_rng: dict[str, Any] | None = None,
+    ) -> None:
+        save_checkpoint(
+            self.run_dir / name,
+            parts.model,
+            parts.optimizer,
+            parts.scheduler,
+            dict(state),
+            self.config,
+            self.vocabs,
+            scaler=parts.scaler,
+            epoch_rng_state=epoch_rng,
+        )
+        if name == "last":
+            self._saved = self._position(state)
+            self._last_save = time.monotonic()
+
+    def _position(self, state: dict[str, Any]) -> str:
+        """Where the loop stands: ``epoch 2, step 137 of 400``."""
+        return f"epoch {state['epoch'] + 1}, step {state['batch']} of {state['steps_per_epoch']}"
+
+    def _opening(self, state: dict[str, Any], *, resumed: bool) -> str:
+        """The run's first console line."""
+        epochs = self.config.train.epochs
+        if not resumed:
+            return (
+                f"training {self.run_dir}: {_plural(epochs, 'epoch')} of "
+                f"{_plural(state['steps_per_epoch'], 'step')} on {self.device}"
             )
-
-    def _claim_run_dir(self, overwrite: bool) -> None:
-        """Refuse to start over a previous run unless told to; then clear its metrics."""
-        metrics_path = self.run_dir / METRICS_FILE
-        taken = (self.run_dir / "last").exists() or metrics_path.exists()
-        if taken and not overwrite:
-            raise ValueError(
-                f"{self.run_dir} already holds a run; resume it or choose another run_dir "
-                "(or overwrite it)"
+        if state["stopped_early"] or state["epoch"] >= epochs:
+            why = "stopped early" if state["stopped_early"] else f"train.epochs is {epochs}"
+            return (
+                f"{self.run_dir} has finished after epoch {state['epoch']} ({why}); nothing to do"
             )
-        metrics_path.unlink(missing_ok=True)
-
-    def _check_compatible(self, stored: Config, spec: TaskSpec | None) -> None:
-        """A resumed run must build the same model; other changes only warn."""
-        same_model = stored.model == self.config.model and stored.seq2seq == self.config.seq2seq
-        if not same_model or spec != self.spec:
-            raise ValueError(
-                f"{self.run_dir / 'last'} holds a different model (model config or task "
-                "spec differ); resume with the configuration it was started with"
-            )
-        now, then = config_to_dict(self.config), config_to_dict(stored)
-        changed = [
-            f"{section}.{key}"
-            for section in ("data", "train")
-            for key in now[section]
-            if now[section][key] != then[section].get(key)
-        ]
-        if changed:
-            warnings.warn(
-                f"resuming with changed settings {', '.join(changed)}: the run will not "
-                "match an uninterrupted one",
-                stacklevel=3,
-            )
+        return f"resuming {self.run_dir} from {self._position(state)} ({epochs} epochs)"
 
 
-def _append_line(path: Path, line: dict[str, Any]) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line) + "\n")
-        f.flush()
-
-
-def _truncate_metrics(path: Path, epochs: int) -> list[dict[str, Any]]:
-    """Keep the metrics of the first ``epochs`` epochs (later ones belong to lost work)."""
-    lines = list(_read_lines(path))
-    kept = [line for line in lines if line.get("epoch", 0) <= epochs]
-    if len(kept) != len(lines):
-        write_atomic(path, "".join(json.dumps(line) + "\n" for line in kept).encode())
-    return kept
-
-
-def _read_lines(path: Path) -> Iterator[dict[str, Any]]:
-    if not path.exists():
-        return
-    for text in path.read_text(encoding="utf-8").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):  # a line cut short by a crash
-            yield json.loads(text)
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -1,0 +1,103 @@
+"""A run's folder: claiming it for a new run, finding what to resume, its metrics file.
+
+run_dir/
+  config.toml      the run's configuration, written when it starts
+  metrics.jsonl    one JSON line per finished epoch
+  last/            the latest checkpoint (epoch ends, within epochs, on Ctrl-C)
+  best/            the best epoch's checkpoint
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from selfattn.tasks.model import TaskSpec
+from selfattn.train.checkpoint import MANIFEST, write_atomic
+from selfattn.train.config import Config, config_to_dict
+
+METRICS_FILE = "metrics.jsonl"
+#: Settings that may change on resuming without changing the run.
+HARMLESS_CHANGES = ("train.checkpoint_every",)
+
+
+def claim_run_dir(run_dir: Path, overwrite: bool) -> None:
+    """Refuse to start over a previous run unless told to; then clear its metrics."""
+    metrics_path = run_dir / METRICS_FILE
+    taken = (run_dir / "last").exists() or metrics_path.exists()
+    if taken and not overwrite:
+        raise ValueError(
+            f"{run_dir} already holds a run; resume it or choose another run_dir (or overwrite it)"
+        )
+    metrics_path.unlink(missing_ok=True)
+
+
+def checkpoint_to_resume(run_dir: Path) -> Path:
+    """``run_dir/last``, or a one-line ValueError that says why there is nothing to resume."""
+    last = run_dir / "last"
+    if not run_dir.is_dir():
+        raise ValueError(
+            f"nothing to resume: {run_dir} does not exist (check run_dir, or start the run "
+            "without --resume)"
+        )
+    if not (last / MANIFEST).is_file():
+        raise ValueError(
+            f"nothing to resume: {run_dir} holds no checkpoint yet (the run stopped before "
+            "its first save); start it afresh with --overwrite"
+        )
+    return last
+
+
+def check_compatible(
+    last: Path, config: Config, spec: TaskSpec, stored: Config, stored_spec: TaskSpec | None
+) -> None:
+    """A resumed run must build the same model; other changes only warn."""
+    same_model = stored.model == config.model and stored.seq2seq == config.seq2seq
+    if not same_model or stored_spec != spec:
+        raise ValueError(
+            f"{last} holds a different model (model config or task spec differ); resume "
+            "with the configuration it was started with"
+        )
+    now, then = config_to_dict(config), config_to_dict(stored)
+    changed = [
+        f"{section}.{key}"
+        for section in ("data", "train")
+        for key in now[section]
+        if now[section][key] != then[section].get(key)
+        and f"{section}.{key}" not in HARMLESS_CHANGES
+    ]
+    if changed:
+        warnings.warn(
+            f"resuming with changed settings {', '.join(changed)}: the run will not match "
+            "an uninterrupted one",
+            stacklevel=4,
+        )
+
+
+def append_metrics(run_dir: Path, line: dict[str, Any]) -> None:
+    """Add one epoch's line to ``metrics.jsonl``."""
+    with open(run_dir / METRICS_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+        f.flush()
+
+
+def truncate_metrics(run_dir: Path, epochs: int) -> list[dict[str, Any]]:
+    """Keep the metrics of the first ``epochs`` epochs (later ones belong to lost work)."""
+    path = run_dir / METRICS_FILE
+    lines = list(_read_lines(path))
+    kept = [line for line in lines if line.get("epoch", 0) <= epochs]
+    if len(kept) != len(lines):
+        write_atomic(path, "".join(json.dumps(line) + "\n" for line in kept).encode())
+    return kept
+
+
+def _read_lines(path: Path) -> Iterator[dict[str, Any]]:
+    if not path.exists():
+        return
+    for text in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):  # a line cut short by a crash
+            yield json.loads(text)

@@ -1,0 +1,121 @@
+"""The loop's console output: plain lines off a terminal, a bar on one, every epoch's metrics."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from selfattn.data.types import Batch
+from selfattn.tasks import ModelConfig, TaskSpec
+from selfattn.train import Config, DataConfig, TrainConfig, train
+from selfattn.train import progress as progress_module
+from selfattn.train.progress import Progress, epoch_summary, resolve_mode
+
+SPEC = TaskSpec(task="token", num_labels=3, vocab_size=12, max_len=16)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _batch(seed: int) -> Batch:
+    generator = torch.Generator().manual_seed(seed)
+    token_ids = torch.randint(1, 12, (4, 6), generator=generator)
+    mask = torch.zeros(4, 6, dtype=torch.bool)
+    return Batch(token_ids, None, None, mask, token_ids % 3)
+
+
+BATCHES = [_batch(i) for i in range(5)]
+
+
+def _train(tmp_path: Path, progress: Any, epochs: int = 2) -> None:
+    config = Config(
+        DataConfig(dataset="synthetic"),
+        ModelConfig(embed_dim=8, num_heads=2, num_layers=1, ffn_dim=16),
+        TrainConfig(epochs=epochs, warmup_steps=1, device="cpu"),
+        run_dir=tmp_path / "run",
+    )
+    train(config, SPEC, lambda epoch: BATCHES, lambda: BATCHES[:2], progress=progress)
+
+
+@pytest.mark.parametrize("progress", [True, "auto", False, "lines"])
+def test_off_a_terminal_one_plain_line_per_epoch_with_its_metrics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], progress: Any
+) -> None:
+    _train(tmp_path, progress)
+    out, err = capsys.readouterr()
+    assert out == "" and "\r" not in err
+    epochs = [line for line in err.splitlines() if line.startswith("epoch ")]
+    assert len(epochs) == 2, err
+    for number, line in enumerate(epochs, 1):
+        assert re.match(rf"epoch {number}/2  train loss \d\.\d{{4}}  dev ", line), line
+        for metric in ("accuracy", "loss", "count 48 ", "best epoch"):
+            assert metric in line, line
+    assert err.splitlines()[0].startswith(f"training {tmp_path / 'run'}: 2 epochs of 5 steps")
+
+
+def test_long_epochs_get_a_line_every_so_often(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(progress_module, "LOG_SECONDS", 0.0)
+    _train(tmp_path, "lines", epochs=1)
+    err = capsys.readouterr().err
+    steps = re.findall(r"^epoch 1/1  step (\d)/5  loss \d\.\d{4}  [\d,]+ tokens/s$", err, re.M)
+    assert steps == ["1", "2", "3", "4"]  # the fifth is the epoch's summary
+
+
+def test_on_a_terminal_a_bar_and_the_summaries_above_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _train(tmp_path, "bar")
+    err = capsys.readouterr().err
+    assert "\r" in err  # the bar
+    assert len(re.findall(r"epoch \d/2  train loss .* dev loss .* accuracy", err)) == 2
+
+
+def test_off_is_silent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _train(tmp_path, "off")
+    assert capsys.readouterr() == ("", "")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_modes() -> None:
+    assert resolve_mode(True, _Terminal()) == "bar"
+    assert resolve_mode("auto", io.StringIO()) == "lines"
+    assert resolve_mode(False, _Terminal()) == "lines"
+    assert resolve_mode("off", _Terminal()) == "off"
+    with pytest.raises(ValueError, match="progress must be one of"):
+        resolve_mode("loud", io.StringIO())
+    with Progress(True, total_steps=3, stream=_Terminal()) as shown:
+        assert shown.bar is not None
+
+
+def test_epoch_summary_names_every_dev_metric() -> None:
+    line = {
+        "epoch": 3,
+        "train_loss": 1.23456,
+        "dev_loss": 0.5,
+        "dev_bleu": 12.5,
+        "dev_count": 40.0,
+        "best_epoch": 2,
+        "seconds": 4.25,
+        "tokens_per_s": 1234.5,
+    }
+    assert epoch_summary(line, 10) == (
+        "epoch 3/10  train loss 1.2346  dev loss 0.5000 bleu 12.5000 count 40  best epoch 2"
+        "  (4.2 s, 1,234 tokens/s)"
+    )
