@@ -5,12 +5,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+from selfattn.data.lengths import unit
+from selfattn.data.types import Example
 from selfattn.train.config import load_config
-from selfattn.train.pipeline import Seq2SeqPredictor, load_predictor, run
+from selfattn.train.loop import TrainResult
+from selfattn.train.pipeline import Predictor, Seq2SeqPredictor, load_predictor, run
 from selfattn.viz import plot_attention
+
+INPUT_HELP = (
+    "the text itself, or @FILE for one input per line of FILE. An argument that starts "
+    "with @ but names no existing file is read as text (with a note on stderr); "
+    "@@TEXT is always the text @TEXT"
+)
+TRUNCATE_HELP = (
+    "an input longer than the model's max_len, where its positions end there (a learned "
+    "table): keep its first max_len tokens, with a warning, instead of refusing it "
+    "(models with unbounded positions read any length; a token task reads long inputs "
+    "in overlapping windows)"
+)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 layer``, ``2 layers``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,28 +53,50 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """Train, then report the best dev epoch and where the checkpoints are."""
+    """Train, then report the best epoch (and what chose it) and where the checkpoints are."""
     config = load_config(args.config, args.overrides)
     result, prepared = run(
-        config, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress
+        config,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        log=print,
     )
     splits = prepared.splits
     print(
         f"{splits.name}: {len(splits.train)} train / {len(splits.dev)} dev / "
-        f"{len(splits.test)} test examples; {len(result.history)} epochs"
+        f"{len(splits.test)} test examples; {plural(len(result.history), 'epoch')}"
         + (" (stopped early)" if result.stopped_early else "")
     )
-    if result.best is not None:
-        metric = "accuracy" if "dev_accuracy" in result.best else "rmse"  # regression: rmse
-        print(f"best epoch {result.best['epoch']}: dev {metric} {result.best[f'dev_{metric}']:.4f}")
+    summary = best_epoch_summary(result)
+    if summary:
+        print(summary)
     print(f"checkpoints: {result.run_dir / 'best'}  {result.run_dir / 'last'}")
     return 0
+
+
+def best_epoch_summary(result: TrainResult) -> str | None:
+    """``best epoch N: dev accuracy X`` — whichever metric chose the best epoch."""
+    best = result.best
+    if best is None:
+        return None
+    epoch = best["epoch"]
+    for metric in ("accuracy", "rmse", "loss"):  # what the loop ranks by, or reports
+        if f"dev_{metric}" in best:
+            return f"best epoch {epoch}: dev {metric} {best[f'dev_{metric}']:.4f}"
+    return f"best epoch {epoch} by training loss {best['train_loss']:.4f} (no dev set)"
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn eval``."""
     parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
-    parser.add_argument("--split", default="test", choices=("train", "dev", "test"))
+    parser.add_argument(
+        "--split",
+        default="test",
+        choices=("train", "dev", "test"),
+        help="the split of the run's dataset to score (default: test)",
+    )
+    parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
 
 
@@ -62,7 +105,7 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("seq2seq decoding (default: the config's seq2seq.decoding)")
     choice = group.add_mutually_exclusive_group()
     choice.add_argument("--greedy", action="store_true", help="greedy decoding")
-    choice.add_argument("--beam", type=int, metavar="K", help="beam search of width K")
+    choice.add_argument("--beam", type=int, metavar="K", help="beam search of width K (>= 1)")
     choice.add_argument("--sample", action="store_true", help="sample (see --temperature)")
     choice.add_argument("--nat", action="store_true", help="non-autoregressive decoding")
     group.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
@@ -74,8 +117,15 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=int, default=0, help="seed of --sample")
 
 
+def check_decoding_arguments(args: argparse.Namespace) -> None:
+    """Refuse decoding options that cannot mean anything, before loading a checkpoint."""
+    if args.beam is not None and args.beam < 1:
+        raise ValueError(f"--beam must be at least 1, got {args.beam}")
+
+
 def decoding_options(args: argparse.Namespace, predictor: Seq2SeqPredictor) -> dict[str, Any]:
     """``Seq2SeqPredictor.decode`` keyword arguments from the command line."""
+    check_decoding_arguments(args)
     method = predictor.config.seq2seq.decoding
     if args.greedy:
         method = "greedy"
@@ -98,46 +148,107 @@ def decoding_options(args: argparse.Namespace, predictor: Seq2SeqPredictor) -> d
 
 def run_eval(args: argparse.Namespace) -> int:
     """Print the checkpoint's metrics on a split as JSON."""
+    check_decoding_arguments(args)
     predictor = load_predictor(args.checkpoint)
     if isinstance(predictor, Seq2SeqPredictor):
         options = decoding_options(args, predictor)
-        metrics = predictor.evaluate(args.split, **options)
-        print(json.dumps({"split": args.split, "decoding": options["method"], **metrics}))
-        return 0
-    print(json.dumps({"split": args.split, **predictor.evaluate(args.split)}))
+        metrics = predictor.evaluate(args.split, truncate=args.truncate, **options)
+        report = {"split": args.split, "decoding": options["method"], **metrics}
+    else:
+        report = {"split": args.split, **predictor.evaluate(args.split, truncate=args.truncate)}
+    if report.get("truncated"):
+        warn(
+            "eval",
+            f"{int(report['truncated'])} {args.split} examples longer than the model's "
+            f"max_len = {predictor.max_len} were cut to it (--truncate)",
+        )
+    print(json.dumps(report))
     return 0
+
+
+def warn(command: str, message: str) -> None:
+    """One warning line on stderr."""
+    print(f"selfattn {command}: warning: {message}", file=sys.stderr)
 
 
 def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn predict``."""
     parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
-    parser.add_argument("text", help='a sentence, e.g. "I saw a saw", or @FILE for one per line')
+    parser.add_argument("text", help=f'e.g. "I saw a saw": {INPUT_HELP}')
+    parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
 
 
-def _inputs(text: str) -> list[tuple[str, str]]:
-    """(source, line) pairs from the argument: the text itself, or the lines of @FILE."""
+def inputs(text: str, command: str = "predict") -> list[tuple[str, str]]:
+    """``(source, line)`` pairs from the argument: the text itself, or the lines of @FILE.
+
+    ``@PATH`` names a file when PATH is an existing file; otherwise the whole argument is
+    the text (a note on stderr says so). ``@@…`` is always the text ``@…``.
+
+    Raises:
+        ValueError: @FILE holds no line that is not blank.
+        FileNotFoundError: @FILE is a folder.
+    """
+    if text.startswith("@@"):
+        return [("<argument>", text[1:])]
     if not text.startswith("@"):
         return [("<argument>", text)]
     path = Path(text[1:])
+    if path.is_dir():
+        raise FileNotFoundError(f"{path}: a folder, not a file of inputs")
     if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
+        print(
+            f"selfattn {command}: note: no file {str(path)!r}, so {text!r} is read as text "
+            "(write @@ for a text that starts with @)",
+            file=sys.stderr,
+        )
+        return [("<argument>", text)]
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [(f"{path}:{number}", line) for number, line in enumerate(lines, 1) if line.strip()]
+    found = [(f"{path}:{number}", line) for number, line in enumerate(lines, 1) if line.strip()]
+    if not found:
+        raise ValueError(f"{path}: no input lines")
+    return found
+
+
+def fitted(
+    predictor: Predictor | Seq2SeqPredictor,
+    example: Example,
+    args: argparse.Namespace,
+    *,
+    windows: bool = True,
+) -> Example:
+    """``example`` as the model reads it; a warning on stderr when ``--truncate`` cut it."""
+    if isinstance(predictor, Seq2SeqPredictor):
+        fit = predictor.fit(example, truncate=args.truncate)
+    else:
+        fit = predictor.fit(example, truncate=args.truncate, windows=windows)
+    if len(fit) != len(example):
+        warn(
+            args.command,
+            f"{example.source}: input of {len(example)} {unit(example)} cut to the model's "
+            f"max_len = {len(fit)} (--truncate)",
+        )
+    return fit
 
 
 def run_predict(args: argparse.Namespace) -> int:
     """Tags per token (token task), the label with probabilities (sequence task), or the
     decoded output (seq2seq)."""
+    check_decoding_arguments(args)
+    lines = inputs(args.text, "predict")
     loaded = load_predictor(args.checkpoint)
     if isinstance(loaded, Seq2SeqPredictor):
         options = decoding_options(args, loaded)
-        for source, line in _inputs(args.text):
-            print(loaded.translate(line, origin=source, **options))
+        method = options.pop("method")
+        for source, line in lines:
+            example = fitted(loaded, loaded.example(line, source), args)
+            decoded = loaded.decode([example], method, **options)
+            print(loaded.detokenize(decoded.tokens[0]))
         return 0
     predictor = loaded
-    for source, line in _inputs(args.text):
-        prediction = predictor.predict(predictor.example(line, source))
+    for source, line in lines:
+        example = fitted(predictor, predictor.example(line, source), args)
+        prediction = predictor.predict(example)
         if predictor.task == "token":
             print(" ".join(f"{token}/{tag}" for token, tag, _ in prediction))  # type: ignore[misc]
         else:
@@ -151,6 +262,7 @@ def add_attention_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
     parser.add_argument("text", help='the sentence to look at, e.g. "I saw a saw"')
     parser.add_argument("-o", "--output", type=Path, default=Path("attention.png"))
+    parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
 
 
 def run_attention(args: argparse.Namespace) -> int:
@@ -158,13 +270,15 @@ def run_attention(args: argparse.Namespace) -> int:
     seq2seq: the decoder's cross-attention from its output to the source)."""
     loaded = load_predictor(args.checkpoint)
     if isinstance(loaded, Seq2SeqPredictor):
-        maps, source, output = loaded.cross_attention_maps(args.text)
+        fitted(loaded, loaded.example(args.text), args)  # refuses, or warns of the cut
+        maps, source, output = loaded.cross_attention_maps(args.text, truncate=args.truncate)
         path = plot_attention(maps, output, args.output, title=args.text, key_tokens=source)
-        print(f"wrote {path} ({len(maps)} decoder layers × {maps[0].shape[0]} heads)")
+        layers = plural(len(maps), "decoder layer")
+        print(f"wrote {path} ({layers} × {plural(maps[0].shape[0], 'head')})")
         return 0
     predictor = loaded
-    example = predictor.example(args.text)
+    example = fitted(predictor, predictor.example(args.text), args, windows=False)
     maps = predictor.attention_maps(example)
     path = plot_attention(maps, list(example.tokens or ()), args.output, title=args.text)
-    print(f"wrote {path} ({len(maps)} layers × {maps[0].shape[0]} heads)")
+    print(f"wrote {path} ({plural(len(maps), 'layer')} × {plural(maps[0].shape[0], 'head')})")
     return 0

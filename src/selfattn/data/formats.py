@@ -22,6 +22,7 @@ import csv
 import io
 import itertools
 import re
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -177,6 +178,14 @@ def read_classification_csv(path: str | Path, delimiter: str | None = None) -> l
                 continue
             examples.append(_classification_row(path, lineno, row, delimiter))
     except csv.Error as err:
+        start = end + 1  # the line where the failing record began
+        if reader.line_num > start:
+            # A quote opened on line `start` swallowed the lines after it: point there.
+            raise DataError(
+                f"{path}:{start}: a quoted field opened on this line is not closed properly "
+                f"(the CSV reader fails at line {reader.line_num}: {err}); close the quote, "
+                "or double a quote inside a quoted text"
+            ) from None
         raise DataError(f"{path}:{reader.line_num}: {err}") from None
     return examples
 
@@ -243,11 +252,7 @@ def read_npz(path: str | Path) -> list[Example]:
     Saved e.g. with ``np.savez(path, features=X, lengths=lens, labels=y)``.
     """
     path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
-    except (OSError, ValueError) as err:
-        raise DataError(f"{path}: not a readable .npz file ({err})") from None
+    arrays = _npz_arrays(path)
 
     def need(key: str) -> np.ndarray:
         if key not in arrays:
@@ -286,6 +291,35 @@ def read_npz(path: str | Path) -> list[Example]:
         )
         examples.append(Example(None, floats[lo:hi], label, f"{path}[{i}]"))
     return examples
+
+
+def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file; anything else is a one-line :class:`DataError`."""
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    plain = "a NumPy .npz archive of plain arrays, as np.savez writes"
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror or err})") from None
+    except (ValueError, EOFError, zipfile.BadZipFile):
+        # NumPy's own message here suggests allow_pickle: never load a file's pickles.
+        raise DataError(f"{path}: not a valid .npz file (expected {plain})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise DataError(f"{path}: a single .npy array, not an .npz archive (expected {plain})")
+    arrays = {}
+    with loaded:
+        for key in loaded.files:
+            try:
+                arrays[key] = loaded[key]
+            except ValueError:
+                raise DataError(
+                    f"{path}: array {key!r} holds Python objects (dtype=object); save "
+                    "numbers or strings (a list of sets: concatenate them and give 'lengths')"
+                ) from None
+            except (OSError, EOFError, zipfile.BadZipFile):
+                raise DataError(f"{path}: array {key!r} is damaged (expected {plain})") from None
+    return arrays
 
 
 def _npz_task(

@@ -4,7 +4,11 @@ User files are read by extension (``word/TAG`` text, CoNLL-U, ``label,text`` CSV
 ``.npz`` vector sets, sktime ``.ts``), and their task (token or sequence) is read off the
 labels. Seq2seq data cannot be told apart that way — its labels are token tuples, and a
 ``source<TAB>target`` line is also a valid ``label<TAB>text`` row — so it is only ever
-chosen by the caller: ``load_dataset(path, task="seq2seq")``.
+chosen by the caller: ``load_dataset(path, task="seq2seq")``; so is regression (a number
+as each example's label), ``task="regression"``.
+
+Without a dev file, ``dev_fraction`` of the user's training file can be held out as the
+dev set (seeded; :func:`~selfattn.data.splits.dev_holdout`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from selfattn.data.formats import (
 )
 from selfattn.data.recipes import RECIPES
 from selfattn.data.speech import is_wav_csv, read_wav_csv
+from selfattn.data.splits import dev_holdout
 from selfattn.data.types import DataError, DatasetSplits, Example, InputKind, TaskType
 
 _READERS: dict[str, Callable[[Path], list[Example]]] = {
@@ -42,6 +47,8 @@ def load_dataset(
     test: str | Path | None = None,
     conllu_tag: Literal["upos", "xpos"] = "upos",
     task: TaskType | None = None,
+    dev_fraction: float = 0.0,
+    seed: int = 0,
 ) -> DatasetSplits:
     """A registered recipe by name, or a user's file(s).
 
@@ -58,7 +65,13 @@ def load_dataset(
     Args:
         task: the task the caller expects. Needed for seq2seq user data, whose labels
             look like a token task's (a ``label<TAB>text`` TSV is classification
-            otherwise); for a recipe or other files, a check.
+            otherwise), and for regression (each label must then be a number); for a
+            recipe or other files, a check.
+        dev_fraction: user files without ``dev``: hold out this fraction of the training
+            file as the dev split (seeded with ``seed``, stratified by label for a
+            sequence task; ``dev_from_train`` is then set). 0 leaves dev empty. Recipes
+            ignore it: their splits are fixed.
+        seed: the seed of that hold-out.
 
     Raises:
         DataError: unknown name, missing file, unknown extension, malformed contents,
@@ -94,6 +107,9 @@ def load_dataset(
                 f"{path}: {split} file holds {'/'.join(_kind_of(others[split], task))} data, "
                 f"but {train_path} holds {found}/{kind}"
             )
+    held_out = dev is None and dev_fraction > 0
+    if held_out:
+        train, others["dev"] = dev_holdout(train, dev_fraction, seed, stratify=found == "sequence")
     return DatasetSplits(
         name=train_path.stem,
         task=found,
@@ -103,6 +119,7 @@ def load_dataset(
         test=others["test"],
         description=f"user data from {train_path}",
         extra={"train": str(train_path), "dev": str(dev or ""), "test": str(test or "")},
+        dev_from_train=held_out,
     )
 
 
@@ -129,7 +146,24 @@ def _read_user_file(
         raise DataError(f"{path}: unknown file type {suffix!r} (known: {known})")
     if not examples:
         raise DataError(f"{path}: no examples in the file")
+    if task == "regression":
+        _check_numbers(examples)
     return examples
+
+
+def _check_numbers(examples: list[Example]) -> None:
+    """Refuse a regression example whose label is not one number, naming its line."""
+    for example in examples:
+        label = example.label
+        try:
+            if not isinstance(label, str):
+                raise ValueError
+            float(label)
+        except ValueError:
+            shown = label if isinstance(label, str) else " ".join(label)
+            raise DataError(
+                f"{example.source}: a regression label must be one number, got {shown!r}"
+            ) from None
 
 
 def _kind_of(examples: list[Example], task: TaskType | None) -> tuple[TaskType, InputKind]:
@@ -142,4 +176,6 @@ def _kind_of(examples: list[Example], task: TaskType | None) -> tuple[TaskType, 
     if task == "seq2seq":
         return "seq2seq", kind
     found: TaskType = "sequence" if isinstance(examples[0].label, str) else "token"
+    if task == "regression" and found == "sequence":
+        return "regression", kind
     return found, kind

@@ -70,7 +70,11 @@ class Example:
 
 @dataclass
 class DatasetSplits:
-    """A recipe's (or a user's) data: fixed train / dev / test splits and what they are."""
+    """A recipe's (or a user's) data: fixed train / dev / test splits and what they are.
+
+    ``dev_from_train`` says the dev split was held out of the user's training file (no
+    dev file was given), so both came from one file and share its label set.
+    """
 
     name: str
     task: TaskType
@@ -80,6 +84,7 @@ class DatasetSplits:
     test: list[Example]
     description: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    dev_from_train: bool = False
 
 
 @dataclass

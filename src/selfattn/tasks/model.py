@@ -8,6 +8,8 @@ from typing import Any
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch, TaskType
+from selfattn.efficient.linformer import LinformerKernel
+from selfattn.positional.learned import LearnedPositional
 from selfattn.tasks.config import ModelConfig
 from selfattn.tasks.embedding import InputEmbedding
 from selfattn.tasks.encoders import (
@@ -196,6 +198,22 @@ def build_model(
     else:
         raise ValueError(f"unknown task {task!r}; choose 'token', 'sequence' or 'regression'")
     return TaskModel(embedding, encoder, head, spec=spec)
+
+
+def input_length_limit(model: nn.Module) -> tuple[int, str] | None:
+    """The longest input ``model`` can read and why, or ``None`` when any length works.
+
+    Sinusoidal, relative, rotary, ALiBi, FLOATER and RNN positions (and none) extend to
+    any length; a learned positional table (without ``extrapolation="clamp"``) ends at
+    its last row, and Linformer's projections have one column per position.
+    """
+    limits: list[tuple[int, str]] = []
+    for module in model.modules():
+        if isinstance(module, LearnedPositional) and module.extrapolation == "error":
+            limits.append((module.max_len, "its learned positional table ends there"))
+        elif isinstance(module, LinformerKernel):
+            limits.append((module.max_len, "its linformer projections end there"))
+    return min(limits) if limits else None
 
 
 def build_model_from_spec(config: ModelConfig, spec: TaskSpec) -> TaskModel:

@@ -23,6 +23,8 @@ from torch import nn
 from selfattn.data import DatasetSplits, Example, Vocabulary, load_dataset, tokenize
 from selfattn.data.collate import batches
 from selfattn.data.hull import hull_metrics
+from selfattn.data.lengths import cut_note, fit_examples, fit_splits, slice_example, unit
+from selfattn.data.recipes import RECIPES
 from selfattn.data.seq2seq_collate import (
     BOS,
     EOS,
@@ -30,7 +32,8 @@ from selfattn.data.seq2seq_collate import (
     Seq2SeqCollator,
     target_vocabulary,
 )
-from selfattn.data.splits import stratified_subset
+from selfattn.data.splits import DEV_SEED, dev_note, stratified_subset
+from selfattn.data.types import TaskType
 from selfattn.data.vocab import train_bpe
 from selfattn.decoding import (
     DecodeResult,
@@ -52,7 +55,8 @@ Method = Literal["greedy", "beam", "sample", "nat"]
 
 @dataclass
 class Seq2SeqPrepared:
-    """A seq2seq dataset with its vocabularies, collator and the model's task spec."""
+    """A seq2seq dataset with its vocabularies, collator and the model's task spec;
+    ``notes`` are lines for the user about what loading did."""
 
     splits: DatasetSplits
     source_vocab: Vocabulary | None
@@ -60,6 +64,7 @@ class Seq2SeqPrepared:
     collator: Seq2SeqCollator
     spec: TaskSpec
     bpe: Tokenizer | None = None
+    notes: list[str] = field(default_factory=list)
 
     def vocabs(self) -> dict[str, Any]:
         """The vocabularies as JSON-ready dicts, for the checkpoint."""
@@ -78,11 +83,34 @@ class Seq2SeqPrepared:
         return [self.collator(group) for group in groups]
 
 
-def load_seq2seq_splits(config: Config) -> DatasetSplits:
-    """The dataset of ``config``, read as seq2seq data."""
+def data_task(config: Config) -> TaskType | None:
+    """The task ``data.task`` asks for (``None``: read it off the recipe or the files)."""
+    return None if config.data.task == "auto" else config.data.task
+
+
+def too_long(example: Example, limit: tuple[int, str]) -> ValueError:
+    """The one-line refusal of an input longer than a model reads."""
+    size, reason = limit
+    return ValueError(
+        f"{example.source}: input of {len(example)} {unit(example)} is longer than this "
+        f"model's max_len = {size} ({reason}); pass --truncate to keep the first {size}"
+    )
+
+
+def load_seq2seq_splits(config: Config, *, subset: bool = True) -> DatasetSplits:
+    """The dataset of ``config``, read as seq2seq data: a dev set held out of a user's
+    training file without ``data.dev``; with ``subset``, ``data.train_fraction`` of train."""
     data = config.data
-    splits = load_dataset(data.dataset, dev=data.dev, test=data.test, task="seq2seq")
-    splits.train = stratified_subset(splits.train, data.train_fraction, stratify=False)
+    splits = load_dataset(
+        data.dataset,
+        dev=data.dev,
+        test=data.test,
+        task="seq2seq",
+        dev_fraction=data.dev_fraction,
+        seed=DEV_SEED,
+    )
+    if subset:
+        splits.train = stratified_subset(splits.train, data.train_fraction, stratify=False)
     return splits
 
 
@@ -96,6 +124,10 @@ def prepare_seq2seq(config: Config, splits: DatasetSplits) -> Seq2SeqPrepared:
     data, output = config.data, config.seq2seq.output
     if not splits.train:
         raise ValueError(f"dataset {data.dataset!r} has no training examples")
+    note = dev_note(
+        splits, dev_file=data.dev is not None or data.dataset in RECIPES, fraction=data.dev_fraction
+    )
+    notes = [note] if note else []
     bpe = None
     text = splits.input == "text"
     if text and data.bpe_vocab_size is not None:
@@ -107,6 +139,9 @@ def prepare_seq2seq(config: Config, splits: DatasetSplits) -> Seq2SeqPrepared:
         splits.train, splits.dev, splits.test = (
             [bpe_pair(e, bpe) for e in part] for part in (splits.train, splits.dev, splits.test)
         )
+    cut = fit_splits(splits, data.max_len, data.overlong, pointer=output == "pointer")
+    if cut:
+        notes.append(cut_note(cut, data.max_len))
     source_vocab = target_vocab = None
     if text:
         sources = [e.tokens or () for e in splits.train]
@@ -127,14 +162,13 @@ def prepare_seq2seq(config: Config, splits: DatasetSplits) -> Seq2SeqPrepared:
         target_vocab = target_vocabulary(targets, min_freq=1)
     if output == "pointer" and target_vocab is not None:
         target_vocab = None
-    longest = max(max(len(e), len(e.label)) for e in splits.train + splits.dev + splits.test)
     features = splits.train[0].features
     spec = TaskSpec(
         task="seq2seq",
         num_labels=0 if target_vocab is None else len(target_vocab),
         vocab_size=None if source_vocab is None else len(source_vocab),
         feature_dim=None if features is None else int(features.shape[1]),
-        max_len=max(longest, data.max_len),
+        max_len=data.max_len,
     )
     collator = Seq2SeqCollator(
         source_vocab,
@@ -143,7 +177,7 @@ def prepare_seq2seq(config: Config, splits: DatasetSplits) -> Seq2SeqPrepared:
         max_source_len=spec.max_len,
         max_target_len=spec.max_len,
     )
-    return Seq2SeqPrepared(splits, source_vocab, target_vocab, collator, spec, bpe)
+    return Seq2SeqPrepared(splits, source_vocab, target_vocab, collator, spec, bpe, notes)
 
 
 def _by_id(item: tuple[str, int]) -> int:
@@ -230,6 +264,19 @@ class Seq2SeqPredictor:
             tokens = tuple(self.bpe.encode(list(tokens), is_pretokenized=True).tokens)
         return Example(tokens, None, ("<unk>",), origin)
 
+    def fit(self, example: Example, *, truncate: bool = False) -> Example:
+        """``example`` if the model reads it whole, else cut to ``max_len`` with
+        ``truncate``: the encoder–decoder is built for sources of at most ``max_len``.
+
+        Raises:
+            ValueError: too long, without ``truncate``.
+        """
+        if len(example) <= self.max_len:
+            return example
+        if not truncate:
+            raise too_long(example, (self.max_len, "the encoder-decoder is built for that"))
+        return slice_example(example, 0, self.max_len, "seq2seq")
+
     @torch.no_grad()
     def decode(
         self,
@@ -311,23 +358,31 @@ class Seq2SeqPredictor:
         return " ".join(tokens)
 
     def translate(
-        self, text: str, method: Method = "greedy", *, origin: str = "<input>", **options: Any
+        self,
+        text: str,
+        method: Method = "greedy",
+        *,
+        origin: str = "<input>",
+        truncate: bool = False,
+        **options: Any,
     ) -> str:
-        """Decode one source sentence to text."""
-        decoded = self.decode([self.example(text, origin)], method, **options)
+        """Decode one source sentence to text (``truncate``: see :meth:`fit`)."""
+        example = self.fit(self.example(text, origin), truncate=truncate)
+        decoded = self.decode([example], method, **options)
         return self.detokenize(decoded.tokens[0])
 
     @torch.no_grad()
     def cross_attention_maps(
-        self, text: str, method: Method = "greedy", **options: Any
+        self, text: str, method: Method = "greedy", *, truncate: bool = False, **options: Any
     ) -> tuple[list[torch.Tensor], list[str], list[str]]:
-        """Decode ``text``, then read the decoder's cross-attention over the source.
+        """Decode ``text`` (``truncate``: see :meth:`fit`), then read the decoder's
+        cross-attention over the source.
 
         Returns:
             ``(maps, source_tokens, output_tokens)``: per decoder layer ``(H, T, S)``
             weights, row t being output token t (the last row: EOS) attending to the source.
         """
-        example = self.example(text)
+        example = self.fit(self.example(text), truncate=truncate)
         output = self.decode([example], method, **options).tokens[0]
         target = Example(example.tokens, None, tuple(output) or ("<unk>",), "<output>")
         batch = self.collator([target])
@@ -344,9 +399,18 @@ class Seq2SeqPredictor:
     # ------------------------------------------------------------------ scoring
 
     def evaluate(
-        self, split: str = "test", method: Method = "greedy", **options: Any
+        self,
+        split: str = "test",
+        method: Method = "greedy",
+        *,
+        truncate: bool = False,
+        **options: Any,
     ) -> dict[str, float]:
         """Decode a split of the training dataset and score it.
+
+        The split is read as training read it (the same held-out dev set, the same cut
+        with ``data.overlong = "cut"``); a longer source than the model reads is refused,
+        or cut with ``truncate`` (``truncated`` then counts them).
 
         Returns:
             ``exact_match`` (whole output equals the reference), ``sentences_per_s``,
@@ -358,14 +422,21 @@ class Seq2SeqPredictor:
         """
         if split not in ("train", "dev", "test"):
             raise ValueError(f"unknown split {split!r}; choose train, dev or test")
-        splits = load_seq2seq_splits(self.config)
-        examples = getattr(splits, split)
+        data = self.config.data
+        examples = getattr(load_seq2seq_splits(self.config, subset=False), split)
         if not examples:
-            raise ValueError(f"dataset {self.config.data.dataset!r} has no {split} split")
+            raise ValueError(f"dataset {data.dataset!r} has no {split} split")
+        # Scored against the whole reference, even where training cut the target.
         references = [list(e.label) for e in examples]
         if self.bpe is not None:
             bpe = self.bpe
             examples = [bpe_pair(e, bpe) for e in examples]
+        if data.overlong == "cut":
+            pointer = self.collator.target == "pointer"
+            examples, _ = fit_examples(examples, data.max_len, "cut", "seq2seq", pointer=pointer)
+        fitted = [self.fit(example, truncate=truncate) for example in examples]
+        truncated = sum(len(a) != len(b) for a, b in zip(examples, fitted, strict=True))
+        examples = fitted
         decoded = self.decode(examples, method, **options)
         metrics: dict[str, float] = {
             "exact_match": sum(
@@ -397,4 +468,6 @@ class Seq2SeqPredictor:
             metrics["token_error_rate"] = token_error_rate(
                 [h.split() for h in hypotheses], references
             )
+        if truncated:
+            metrics["truncated"] = float(truncated)
         return metrics

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from selfattn.viz.heatmap import plot_attention
+from selfattn.viz.heatmap import attention_figure, plot_attention
 
-__all__ = ["plot_attention"]
+__all__ = ["attention_figure", "plot_attention"]

@@ -40,6 +40,24 @@ def plot_attention(
     Returns:
         The path written.
     """
+    fig = attention_figure(maps, tokens, title=title, panel_size=panel_size, key_tokens=key_tokens)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def attention_figure(
+    maps: Sequence[Tensor],
+    tokens: Sequence[str],
+    *,
+    title: str | None = None,
+    panel_size: float = 2.4,
+    key_tokens: Sequence[str] | None = None,
+) -> Figure:
+    """The figure :func:`plot_attention` writes: one heatmap per layer and head, all on
+    one colour scale (0 to the largest weight shown), read off the colour bar beside
+    them."""
     if not maps:
         raise ValueError("no attention maps to plot")
     keys = tokens if key_tokens is None else key_tokens
@@ -50,13 +68,21 @@ def plot_attention(
                 f"layer {layer}: expected weights (H, {length}, {width}) for {length} query "
                 f"and {width} key tokens, got {tuple(weights.shape)}"
             )
-    fig = Figure(figsize=(panel_size * num_heads + 0.6, panel_size * len(maps) + 0.6))
+    fig = Figure(
+        figsize=(panel_size * num_heads + 1.4, panel_size * len(maps) + 0.6),
+        layout="constrained",
+    )
     axes = fig.subplots(len(maps), num_heads, squeeze=False)
     show_ticks = max(length, width) <= 40  # beyond that the labels overlap into a smear
+    # One scale for every panel, so equal colours mean equal weights across heads.
+    top = max(float(weights.detach().float().max()) for weights in maps) or 1.0
+    image = None
     for layer, weights in enumerate(maps):
         for head in range(num_heads):
             ax = axes[layer][head]
-            ax.imshow(weights[head].detach().float().cpu().numpy(), cmap="viridis", vmin=0.0)
+            image = ax.imshow(
+                weights[head].detach().float().cpu().numpy(), cmap="viridis", vmin=0.0, vmax=top
+            )
             ax.set_title(f"layer {layer + 1} · head {head + 1}", fontsize=8)
             if show_ticks:
                 ax.set_xticks(range(width), keys, rotation=90, fontsize=7)
@@ -64,12 +90,10 @@ def plot_attention(
             else:
                 ax.set_xticks([])
                 ax.set_yticks([])
+    if image is not None:
+        fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     if title:
         fig.suptitle(title)
     fig.supxlabel("key (attended to)", fontsize=9)
     fig.supylabel("query", fontsize=9)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    return out
+    return fig
