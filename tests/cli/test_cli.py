@@ -38,3 +38,24 @@ def test_console_script_version() -> None:
         [sys.executable, "-m", "selfattn.cli.main", "--version"], capture_output=True, text=True
     )
     assert done.returncode == 0 and done.stdout.startswith("selfattn ")
+
+
+def test_train_help_lists_real_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    """The fields `train --help` suggests exist, so the help cannot point at a dead name."""
+    import dataclasses
+    import re
+
+    from selfattn.tasks.config import ModelConfig
+    from selfattn.train.config import DataConfig, TrainConfig
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    help_text = capsys.readouterr().out
+    for needed in ("run_dir=", "train.threads=", "train.checkpoint_every=", "data.dev_fraction="):
+        assert needed in help_text
+    classes = {"data": DataConfig, "train": TrainConfig, "model": ModelConfig}
+    suggested = re.findall(r"\b(data|train|model)\.(\w+)=", help_text)
+    assert len(suggested) >= 8
+    for section, name in suggested:
+        names = {f.name for f in dataclasses.fields(classes[section])}
+        assert name in names, f"{section}.{name} is not a config field"

@@ -34,6 +34,19 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+#: The fields a user reaches for first; every field is in selfattn.train.config's dataclasses.
+TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.train.config):
+  run_dir=runs/NAME          where checkpoints and metrics go (default: runs/<config name>)
+  data.dataset=FILE          a recipe name or your own file; data.dev / data.test: more files
+  data.dev_fraction=0.1      share of your training file held out as dev when no data.dev
+  data.max_len=256           longest input; longer ones are refused (data.overlong="cut")
+  train.epochs=N  train.seed=S  train.lr=X  data.batch_size=B
+  train.threads=N            CPU threads (same as --threads)
+  train.checkpoint_every=N   save RUN_DIR/last every N steps (default: every 120 s)
+  train.device=cpu|cuda|auto
+"""
+
+
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn train``."""
     parser.add_argument("config", type=Path, help="a TOML file, e.g. configs/pos_wsj.toml")
@@ -49,7 +62,13 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="start afresh even if RUN_DIR has a run"
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="plain log lines instead of a progress bar (the default off a terminal)",
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = TRAIN_FIELDS
 
 
 def run_train(args: argparse.Namespace) -> int:
