@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from selfattn import runtime
 from selfattn.bench.attention import LENGTHS, bench_attention, format_table, plot_rows
 from selfattn.efficient import KERNELS
 
@@ -49,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     bench.add_argument("--head-dim", type=int, default=64)
     bench.add_argument("--window", type=int, default=256, help="w of the window variant")
     bench.add_argument("--repeats", type=int, default=3, help="timed calls per entry (median)")
-    bench.add_argument("--threads", type=int, help="torch threads (default: torch's own)")
+    runtime.add_threads_argument(bench)  # applied by selfattn.cli.main before run()
     bench.add_argument("--device", default="auto", help="cpu, cuda or auto")
     bench.add_argument("--plot", type=Path, help="also draw time and memory against L here (PNG)")
     bench.add_argument("--json", type=Path, help="also write the rows here")
@@ -61,8 +62,6 @@ def run(args: argparse.Namespace) -> int:
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.threads:
-        torch.set_num_threads(args.threads)
     print(
         f"attention variants vs dense scaled_dot_product_attention on {device}: B={args.batch}, "
         f"H={args.heads}, D={args.head_dim}, fp32, window w={args.window}; ratios = "

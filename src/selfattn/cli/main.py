@@ -7,8 +7,11 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from selfattn import __version__
+from selfattn import __version__, runtime
 from selfattn.cli import bench_cmd, data_cmd, demo, model_cmds, toy
+
+# Commands that compute take --threads (bench's is on `bench attention`, beside its options).
+THREADED = ("toy", "demo", "train", "eval", "predict", "attention")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         "toy", help="train self-attention vs a per-vector MLP on a toy set-labeling task"
     )
     toy.add_arguments(toy_parser)
+    runtime.add_threads_argument(toy_parser)
     toy_parser.set_defaults(run=toy.run)
     subcommands = (
         (
@@ -65,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_text, add_arguments, run in subcommands:
         sub = commands.add_parser(name, help=help_text)
         add_arguments(sub)
+        if name in THREADED:
+            runtime.add_threads_argument(sub)
         sub.set_defaults(run=run)
     return parser
 
@@ -73,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; a user's mistake is one line on stderr and exit status 2, no traceback."""
     args = build_parser().parse_args(argv)
     try:
+        if "threads" in vars(args):
+            apply_threads(args)
         return int(args.run(args))
     except (ValueError, FileNotFoundError) as error:
         print(f"selfattn {args.command}: error: {error}", file=sys.stderr)
@@ -84,6 +92,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "train" and getattr(interrupt, "checkpoint", None) is not None:
             print(f"continue with: {resume_command(args)}", file=sys.stderr)
         return 130
+
+
+def apply_threads(args: argparse.Namespace) -> None:
+    """``--threads N``, or the default count (:func:`selfattn.runtime.default_threads`),
+    before the command runs; for ``train``, N also overrides the config's ``train.threads``.
+    """
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    runtime.configure_threads(args.threads)
+    if args.command == "train" and args.threads is not None:
+        args.overrides.append(f"train.threads={args.threads}")
 
 
 def resume_command(args: argparse.Namespace) -> str:

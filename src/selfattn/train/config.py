@@ -121,9 +121,11 @@ class TrainConfig:
             an integer N every N optimizer steps. ``last`` is always saved at the end of
             an epoch too, and ``best`` only there. Saving draws no random numbers, so it
             never changes the run.
-        threads: CPU threads for PyTorch's kernels (``None``: PyTorch's default, one per
-            core). On a small machine shared with other work, 1 avoids threads spinning
-            against each other, which can slow small models many-fold.
+        threads: CPU threads for PyTorch's kernels (the same as ``--threads``). ``None``:
+            the count the process already runs with — in a ``selfattn`` command, as many
+            as the cores other processes leave idle when it starts, at least 1
+            (:func:`selfattn.runtime.default_threads`); in your own script, PyTorch's
+            (one per core) or whatever you set.
     """
 
     epochs: int = 10

@@ -218,8 +218,10 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if last is None:
             claim_run_dir(self.run_dir, overwrite)
-        if train_config.threads is not None:
-            torch.set_num_threads(train_config.threads)
+        if train_config.threads is not None:  # None: the count the process runs with
+            from selfattn.runtime import configure_threads
+
+            configure_threads(train_config.threads)
         seed_everything(train_config.seed)
         model = self.objective.build().to(self.device)
         optimizer = build_optimizer(model, train_config)
