@@ -56,7 +56,6 @@ import ctypes
 import ctypes.util
 import functools
 import gc
-import math
 import multiprocessing as mp
 import os
 import resource
@@ -74,6 +73,7 @@ from torch import Tensor, nn
 
 import selfattn
 from selfattn import AdditiveScore, MultiHeadAttention
+from selfattn.runtime import machine_busy_seconds
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -313,7 +313,7 @@ def time_task(case: Case, roles: tuple[str, ...], repeats: int | None) -> dict[s
             took[role] = time.perf_counter() - start
         return took
 
-    busy_before, cpu_before, wall_before = _cpu_busy_seconds(), _own_cpu_seconds(), time.time()
+    busy_before, cpu_before, wall_before = machine_busy_seconds(), _own_cpu_seconds(), time.time()
     first = once(roles)  # full-size warm-up
     if repeats == 1:
         for role in roles:
@@ -326,23 +326,12 @@ def time_task(case: Case, roles: tuple[str, ...], repeats: int | None) -> dict[s
         for role in roles:
             samples[role].append(took[role])
     wall = time.time() - wall_before
-    foreign = _cpu_busy_seconds() - busy_before - (_own_cpu_seconds() - cpu_before)
+    foreign = machine_busy_seconds() - busy_before - (_own_cpu_seconds() - cpu_before)
     return {
         "seconds": {role: statistics.median(s) for role, s in samples.items()},
         "n": len(samples[roles[0]]),
         "foreign_cores": foreign / wall if wall > 0.05 else None,
     }
-
-
-def _cpu_busy_seconds() -> float:
-    """Seconds of non-idle CPU time on the whole machine since boot (from /proc/stat)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except OSError:
-        return math.nan
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _own_cpu_seconds() -> float:

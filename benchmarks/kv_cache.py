@@ -43,6 +43,7 @@ import torch
 
 from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive
 from selfattn.models.seq2seq import NUM_SPECIALS, EncodedSource, Seq2SeqTransformer
+from selfattn.runtime import machine_busy_seconds
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
 WARMUP_TOKENS = 8
@@ -86,14 +87,14 @@ def timed(
         call(min(tokens, WARMUP_TOKENS))
     results: dict[str, DecodeResult] = {}
     seconds: dict[str, list[float]] = {name: [] for name in calls}
-    busy_before, cpu_before, wall_before = _cpu_busy_seconds(), _own_cpu(), time.time()
+    busy_before, cpu_before, wall_before = machine_busy_seconds(), _own_cpu(), time.time()
     for i in range(repeats):
         for name in list(calls)[:: -1 if i % 2 else 1]:
             start = time.perf_counter()
             results[name] = calls[name](tokens)
             seconds[name].append(time.perf_counter() - start)
     wall = time.time() - wall_before
-    foreign = (_cpu_busy_seconds() - busy_before - (_own_cpu() - cpu_before)) / max(wall, 1e-9)
+    foreign = (machine_busy_seconds() - busy_before - (_own_cpu() - cpu_before)) / max(wall, 1e-9)
     return {name: statistics.median(v) for name, v in seconds.items()}, results, foreign
 
 
@@ -142,17 +143,6 @@ def speed_rows(model: Seq2SeqTransformer, args: argparse.Namespace, batch: int) 
             f"{length:>11.0f}{note}"
         )
     return rows
-
-
-def _cpu_busy_seconds() -> float:
-    """Non-idle CPU seconds of the whole machine since boot (``/proc/stat``; NaN elsewhere)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-    except OSError:
-        return float("nan")
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _own_cpu() -> float:

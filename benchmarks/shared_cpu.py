@@ -210,7 +210,10 @@ def run_beside_busy(setting: Setting, args: argparse.Namespace) -> dict:
 
 
 def machine_busy_seconds() -> float:
-    """Non-idle CPU seconds of the whole machine since boot (``/proc/stat``; NaN elsewhere)."""
+    """Non-idle CPU seconds of the whole machine since boot (``/proc/stat``; NaN elsewhere).
+
+    The same as :func:`selfattn.runtime.machine_busy_seconds`, kept here because importing
+    selfattn at the top would set OpenMP's spin count in every worker, ``old`` included."""
     try:
         with open("/proc/stat") as f:
             fields = [int(v) for v in f.readline().split()[1:]]

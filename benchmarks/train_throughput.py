@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from selfattn.blocks import EncoderBlock
 from selfattn.models import Encoder
+from selfattn.runtime import machine_busy_seconds
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
 
@@ -108,31 +109,20 @@ def measure(args: argparse.Namespace, batch: int, length: int) -> dict[str, obje
         for x, mask in batches[: args.warmup]:
             steps[role](x, mask)
     rates: dict[str, list[float]] = {role: [] for role in steps}
-    busy_before, cpu_before, wall_before = _cpu_busy_seconds(), _own_cpu(), time.time()
+    busy_before, cpu_before, wall_before = machine_busy_seconds(), _own_cpu(), time.time()
     for i, ((x, mask), n) in enumerate(zip(batches, tokens, strict=True)):
         for role in ("ours", "ref") if i % 2 else ("ref", "ours"):
             start = time.perf_counter()
             steps[role](x, mask)
             rates[role].append(n / (time.perf_counter() - start))
     wall = time.time() - wall_before
-    foreign = (_cpu_busy_seconds() - busy_before - (_own_cpu() - cpu_before)) / max(wall, 1e-9)
+    foreign = (machine_busy_seconds() - busy_before - (_own_cpu() - cpu_before)) / max(wall, 1e-9)
     return {
         "ours": statistics.median(rates["ours"]),
         "ref": statistics.median(rates["ref"]),
         "difference": difference,
         "foreign": foreign,
     }
-
-
-def _cpu_busy_seconds() -> float:
-    """Non-idle CPU seconds of the whole machine since boot (``/proc/stat``; NaN elsewhere)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-    except OSError:
-        return float("nan")
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _own_cpu() -> float:

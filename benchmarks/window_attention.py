@@ -40,6 +40,7 @@ from torch import Tensor
 import selfattn
 from selfattn.bench.memory import measure_memory
 from selfattn.efficient.window import WindowKernel
+from selfattn.runtime import machine_busy_seconds
 
 MiB = 1 << 20
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes while timing that earn a note
@@ -97,17 +98,6 @@ def time_interleaved(calls: dict[str, Callable[[], None]], repeats: int) -> dict
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
-def _cpu_busy_seconds() -> float:
-    """Seconds of non-idle CPU time on the whole machine since boot (from /proc/stat)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except OSError:
-        return float("nan")
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def _own_cpu_seconds() -> float:
     t = os.times()
     return t.user + t.system
@@ -140,9 +130,9 @@ def comparison(args: argparse.Namespace, kernel: WindowKernel) -> None:
                 name: make_call(attend, tensors, grad_out, backward)
                 for name, attend in attends(kernel, length, grad_out.device).items()
             }
-            busy, own, wall = _cpu_busy_seconds(), _own_cpu_seconds(), time.time()
+            busy, own, wall = machine_busy_seconds(), _own_cpu_seconds(), time.time()
             seconds = time_interleaved(calls, args.repeats)
-            foreign = (_cpu_busy_seconds() - busy - (_own_cpu_seconds() - own)) / (
+            foreign = (machine_busy_seconds() - busy - (_own_cpu_seconds() - own)) / (
                 time.time() - wall
             )
             note = (

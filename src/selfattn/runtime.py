@@ -80,16 +80,24 @@ def busy_cores(seconds: float = SAMPLE_SECONDS) -> float:
     return max(0.0, (machine - own) / wall)
 
 
-def _counters() -> tuple[float, float, float] | None:
-    """``(monotonic time, busy CPU seconds of the whole machine, this process's CPU
-    seconds)``; ``None`` without ``/proc/stat``."""
+def machine_busy_seconds() -> float:
+    """Non-idle CPU seconds of the whole machine since boot, from ``/proc/stat`` (NaN
+    where there is none). The benchmarks read it too, to flag rows timed under load."""
     try:
         with open("/proc/stat") as f:
             fields = [int(value) for value in f.readline().split()[1:]]
     except (OSError, ValueError):
-        return None
+        return float("nan")
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    machine = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _counters() -> tuple[float, float, float] | None:
+    """``(monotonic time, busy CPU seconds of the whole machine, this process's CPU
+    seconds)``; ``None`` without ``/proc/stat``."""
+    machine = machine_busy_seconds()
+    if machine != machine:  # NaN
+        return None
     return time.monotonic(), machine, time.process_time()
 
 
