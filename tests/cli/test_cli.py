@@ -59,3 +59,15 @@ def test_train_help_lists_real_fields(capsys: pytest.CaptureFixture[str]) -> Non
     for section, name in suggested:
         names = {f.name for f in dataclasses.fields(classes[section])}
         assert name in names, f"{section}.{name} is not a config field"
+
+
+def test_toy_writes_no_bar_redraws_off_a_terminal() -> None:
+    """Into a pipe or a log file, progress bars would be a carriage return per step."""
+    result = subprocess.run(
+        [sys.executable, "-m", "selfattn.cli.main", "toy", "--steps", "30", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "\r" not in result.stderr and "\r" not in result.stdout
+    assert "self-attention" in result.stdout

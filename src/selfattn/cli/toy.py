@@ -78,7 +78,8 @@ def train_and_evaluate(config: ToyConfig, use_attention: bool, progress: bool = 
     model = Tagger(config, use_attention)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     name = "self-attention" if use_attention else "FC per vector"
-    bar = tqdm(range(config.steps), desc=f"{name:>14}", disable=not progress, leave=True)
+    # disable=None: no bar when stderr is not a terminal (a log file gets no redraws).
+    bar = tqdm(range(config.steps), desc=f"{name:>14}", disable=None if progress else True)
     for _ in bar:
         symbols, labels = make_batch(config, config.batch_size, generator)
         loss = nn.functional.cross_entropy(model(symbols).flatten(0, 1), labels.flatten())
