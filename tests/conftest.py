@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -20,6 +20,15 @@ def _seed() -> None:
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads() -> Iterator[None]:
+    """A test that runs a command in-process (which sets torch's thread count) must not
+    change the thread count of the tests after it."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

@@ -124,7 +124,14 @@ def test_memory_meter_sees_a_quadratic_matrix_and_not_a_fused_one() -> None:
     eager = measure_memory(lambda: torch.softmax(q @ q.transpose(-1, -2) / 32**0.5, -1) @ q)
     assert eager.largest >= length * length * 4
     assert eager.peak >= 2 * length * length * 4  # scores and their softmax, both alive
-    fused = measure_memory(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))
+    # One thread: the fused CPU kernel's scratch buffers are per thread (at 2 threads the
+    # largest is 1.07 MiB here), and a test must not depend on the suite's thread count.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fused = measure_memory(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))
+    finally:
+        torch.set_num_threads(threads)
     assert fused.largest < length * length * 4 / 16
     torch.testing.assert_close(fused.result, eager.result, rtol=1e-4, atol=1e-5)
 
