@@ -200,6 +200,34 @@ def test_killed_and_resumed_equals_uninterrupted(
     assert _without_timing(_metrics(config.run_dir)) == _without_timing(uninterrupted.history)
 
 
+def test_a_resumed_run_keeps_the_thread_count_it_started_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default thread count follows the machine's load, and the count changes the
+    rounding: a run resumed under another count would not end as the uninterrupted one."""
+    seen: list[int] = []
+
+    def counting(epoch: int) -> list[Batch]:
+        seen.append(torch.get_num_threads())
+        return _train_batches(epoch)
+
+    config = _config(tmp_path / "run", checkpoint_every=1)
+    with pytest.raises(KeyboardInterrupt):
+        _run(config, train_batches=_killed(counting, 2, 2, _die))  # started at 1 thread
+    assert "1 thread" in capsys.readouterr().err
+    torch.set_num_threads(2)  # the machine is idle now: the default would take 2
+    seen.clear()
+    _run(config, resume=True, train_batches=counting)
+    assert seen and set(seen) == {1}
+    assert torch.get_num_threads() == 1
+
+    explicit = replace(config, train=replace(config.train, threads=2))
+    torch.set_num_threads(1)
+    seen.clear()
+    _run(replace(explicit, run_dir=tmp_path / "other"), train_batches=counting)
+    assert set(seen) == {2}  # train.threads (or --threads) still decides when given
+
+
 def test_saving_within_epochs_does_not_change_the_run(tmp_path: Path) -> None:
     plain = _run(_config(tmp_path / "a", epochs=2))
     saving = _run(_config(tmp_path / "b", epochs=2, checkpoint_every=1))

@@ -235,6 +235,11 @@ class Trainer:
             checkpoint = load_checkpoint(last, map_location=self.device)
             check_compatible(last, self.config, self.spec, checkpoint.config, checkpoint.spec)
             state = {**_EPOCH_START, **checkpoint.state}
+            started_with = state.get("threads")
+            if train_config.threads is None and started_with is not None:
+                # The default count follows the machine's load; a resumed run keeps the
+                # count its run started with, so it ends as an uninterrupted run would.
+                torch.set_num_threads(int(started_with))
         else:
             first_epoch = self._epoch_batches(0)
             assert isinstance(first_epoch, Sized)
@@ -246,6 +251,7 @@ class Trainer:
                 "best_epoch": None,
                 "bad_epochs": 0,
                 "stopped_early": False,
+                "threads": torch.get_num_threads(),
                 **_EPOCH_START,
             }
         total_steps = state["steps_per_epoch"] * train_config.epochs
@@ -505,9 +511,12 @@ class Trainer:
         """The run's first console line."""
         epochs = self.config.train.epochs
         if not resumed:
+            where = str(self.device)
+            if self.device.type == "cpu":
+                where += f", {_plural(torch.get_num_threads(), 'thread')}"
             return (
                 f"training {self.run_dir}: {_plural(epochs, 'epoch')} of "
-                f"{_plural(state['steps_per_epoch'], 'step')} on {self.device}"
+                f"{_plural(state['steps_per_epoch'], 'step')} on {where}"
             )
         if state["stopped_early"] or state["epoch"] >= epochs:
             why = "stopped early" if state["stopped_early"] else f"train.epochs is {epochs}"
