@@ -233,3 +233,26 @@ def test_eval_of_a_damaged_checkpoint_is_one_line(
     assert main(["eval", str(run_dir)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err and str(victim) in err
+
+
+@pytest.mark.slow
+def test_predict_names_what_a_folder_lacks_and_reads_a_run_stopped_in_epoch_one(
+    uninterrupted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nowhere = tmp_path / "nowhere"
+    assert main(["predict", str(nowhere), "I saw a saw"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{nowhere} does not exist" in err
+
+    killed_early = tmp_path / "early"  # a run killed before its first save
+    killed_early.mkdir()
+    (killed_early / "config.toml").write_text("")
+    assert main(["predict", str(killed_early), "I saw a saw"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no checkpoint yet" in err
+
+    stopped = tmp_path / "stopped"  # stopped within epoch 1: `last` only, no `best` yet
+    stopped.mkdir()
+    shutil.copytree(uninterrupted / "last", stopped / "last")
+    assert main(["predict", str(stopped), "I saw a saw"]) == 0
+    assert len(capsys.readouterr().out.split()) == 4  # one tag per word

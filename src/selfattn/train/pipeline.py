@@ -47,6 +47,7 @@ from selfattn.train.checkpoint import MANIFEST, load_model
 from selfattn.train.config import Config
 from selfattn.train.loop import TrainResult, train
 from selfattn.train.objectives import evaluate
+from selfattn.train.run_dir import checkpoint_in
 from selfattn.train.seq2seq_pipeline import (
     Seq2SeqPredictor,
     Seq2SeqPrepared,
@@ -250,9 +251,7 @@ def run(
 
 def checkpoint_task(checkpoint_dir: str | Path) -> str:
     """The task (``token``, ``sequence``, ``seq2seq``) a run or checkpoint folder holds."""
-    directory = Path(checkpoint_dir)
-    if (directory / "best").is_dir():
-        directory = directory / "best"
+    directory = checkpoint_in(checkpoint_dir)
     manifest = directory / MANIFEST
     if not manifest.is_file():
         raise ValueError(f"{directory}: no checkpoint here ({MANIFEST} is missing)")
@@ -280,9 +279,7 @@ class Predictor:
     """
 
     def __init__(self, checkpoint_dir: str | Path) -> None:
-        directory = Path(checkpoint_dir)
-        if (directory / "best").is_dir():  # a run folder: use its best checkpoint
-            directory = directory / "best"
+        directory = checkpoint_in(checkpoint_dir)  # a run folder: its best checkpoint
         model, checkpoint = load_model(directory)
         if not isinstance(model, TaskModel):
             raise ValueError(f"{directory}: a seq2seq checkpoint; use Seq2SeqPredictor")

@@ -36,6 +36,29 @@ def claim_run_dir(run_dir: Path, overwrite: bool) -> None:
     metrics_path.unlink(missing_ok=True)
 
 
+def checkpoint_in(path: str | Path) -> Path:
+    """The checkpoint folder that ``path`` names: a checkpoint folder itself, or a run
+    folder's ``best`` (its ``last`` while no epoch has ended, e.g. a run stopped in epoch
+    1); otherwise a one-line ValueError saying which of these it is not."""
+    directory = Path(path)
+    if not directory.exists():
+        raise ValueError(
+            f"{directory} does not exist (give a run folder such as runs/pos_wsj, or one of "
+            "its checkpoints, runs/pos_wsj/best)"
+        )
+    if (directory / MANIFEST).is_file():
+        return directory
+    if (directory / "best").is_dir():
+        return directory / "best"  # a damaged best is reported by the loader, not skipped
+    if (directory / "last" / MANIFEST).is_file():
+        return directory / "last"
+    if (directory / "config.toml").is_file():
+        raise ValueError(
+            f"{directory} holds a run with no checkpoint yet (it stopped before its first save)"
+        )
+    raise ValueError(f"{directory}: no checkpoint here ({MANIFEST} is missing)")
+
+
 def checkpoint_to_resume(run_dir: Path) -> Path:
     """``run_dir/last``, or a one-line ValueError that says why there is nothing to resume."""
     last = run_dir / "last"

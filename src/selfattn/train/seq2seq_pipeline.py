@@ -48,6 +48,7 @@ from selfattn.tasks.seq2seq import encode_batch
 from selfattn.train.checkpoint import load_model
 from selfattn.train.config import Config
 from selfattn.train.objectives import build_for_spec
+from selfattn.train.run_dir import checkpoint_in
 
 EVAL_BATCH_SIZE = 64
 Method = Literal["greedy", "beam", "sample", "nat"]
@@ -228,9 +229,7 @@ class Seq2SeqPredictor:
         *,
         build: Callable[[Config, TaskSpec], nn.Module] = build_for_spec,
     ) -> None:
-        directory = Path(checkpoint_dir)
-        if (directory / "best").is_dir():
-            directory = directory / "best"
+        directory = checkpoint_in(checkpoint_dir)  # a run folder: its best checkpoint
         model, checkpoint = load_model(directory, build=build)
         if not isinstance(model, Seq2SeqTransformer):
             raise ValueError(f"{directory}: not a seq2seq checkpoint")
