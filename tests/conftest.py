@@ -22,6 +22,16 @@ def _seed() -> None:
     torch.manual_seed(0)
 
 
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP's
+    waiting makes them many times slower; one thread keeps such tests fast anywhere (and
+    results the same whatever the machine's core count). Use it module-wide with
+    ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    torch.set_num_threads(1)  # _restore_threads puts the count back after the test
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _restore_threads() -> Iterator[None]:
     """A test that runs a command in-process (which sets torch's thread count) must not

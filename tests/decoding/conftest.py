@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,13 +20,9 @@ BatchFactory = Callable[..., tuple[EncodedSource, int]]
 
 
 @pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
+def _one_thread(one_thread: None) -> None:
     """Decoding tiny models is many tiny kernels: on a shared 2-core machine a second
     OpenMP thread only waits for the busy core (5-10× slower), so run on one."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def tiny_model(

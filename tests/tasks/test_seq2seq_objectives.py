@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -43,13 +42,7 @@ from selfattn.tasks.seq2seq_objectives import (
 WORDS = [f"w{i}" for i in range(12)]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """Models this small run fastest on one thread; on two shared cores threads mostly spin."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _model(output: OutputKind = "vocab", target_vocab_size: int = 9) -> Seq2SeqTransformer:

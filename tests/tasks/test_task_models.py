@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -21,14 +20,7 @@ SMALL = ModelConfig(
 HEADS = ["token", *(f"sequence-{name}" for name in POOLINGS)]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP's
-    waiting makes them 10-100x slower; one thread keeps these tests fast anywhere."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _mask(lengths: list[int], length: int) -> torch.Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +34,7 @@ CONFIG = Config(
 VOCABS = {"tokens": ["<pad>", "<unk>", "a", "b"], "labels": ["X", "Y"]}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP's
-    waiting makes them 10-100x slower; one thread keeps these tests fast anywhere."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _model() -> TaskModel:

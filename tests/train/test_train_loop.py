@@ -36,14 +36,7 @@ VOCAB, LABELS, BATCH, NUM_BATCHES = 24, 3, 8, 6
 SPEC = TaskSpec(task="token", num_labels=LABELS, vocab_size=VOCAB, max_len=16)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP's
-    waiting makes them 10-100x slower; one thread keeps these tests fast anywhere."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _config(run_dir: Path, **train_options: Any) -> Config:

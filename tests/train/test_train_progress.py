@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,7 @@ from selfattn.train.progress import Progress, epoch_summary, resolve_mode
 SPEC = TaskSpec(task="token", num_labels=3, vocab_size=12, max_len=16)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _batch(seed: int) -> Batch:
