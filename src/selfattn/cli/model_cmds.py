@@ -11,6 +11,7 @@ from typing import Any
 
 from selfattn.data.lengths import unit
 from selfattn.data.types import Example
+from selfattn.messages import plural
 from selfattn.train.config import load_config
 from selfattn.train.loop import TrainResult
 from selfattn.train.pipeline import Predictor, Seq2SeqPredictor, load_predictor, run
@@ -27,11 +28,6 @@ TRUNCATE_HELP = (
     "(models with unbounded positions read any length; a token task reads long inputs "
     "in overlapping windows)"
 )
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 layer``, ``2 layers``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 #: The fields a user reaches for first; every field is in selfattn.train.config's dataclasses.

@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from selfattn.data.types import DataError, DatasetSplits, Example, TaskType
+from selfattn.messages import plural
 
 Overlong = Literal["refuse", "cut"]
 
@@ -129,8 +130,7 @@ def fit_splits(
 
 def cut_note(cut: int, max_len: int) -> str:
     """The line that tells the user how many examples :func:`fit_splits` cut."""
-    examples = "1 example" if cut == 1 else f"{cut} examples"
-    return f'data.overlong = "cut": {examples} cut to data.max_len = {max_len}'
+    return f'data.overlong = "cut": {plural(cut, "example")} cut to data.max_len = {max_len}'
 
 
 def window_spans(length: int, size: int) -> list[tuple[int, int, int]]:

@@ -112,7 +112,9 @@ def dev_holdout(
     remainders first) and keeps at least one example in train, so every label stays
     learnable; a label with one example is never held out. ``stratify=False`` treats all
     examples as one group (token tasks, seq2seq, regression). A set too small to spare
-    any example gives an empty dev set.
+    any example gives an empty dev set. (:func:`stratified_holdout`, which the recipes'
+    splits are made with, rounds per label and may empty a label from train; it stays as
+    it is so that the recipes' splits, and the results measured on them, do not move.)
 
     Raises:
         ValueError: ``fraction`` outside [0, 1).

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from selfattn.messages import plural
 from selfattn.tasks.model import TaskSpec
 from selfattn.train.checkpoint import (
     Checkpoint,
@@ -513,10 +514,10 @@ class Trainer:
         if not resumed:
             where = str(self.device)
             if self.device.type == "cpu":
-                where += f", {_plural(torch.get_num_threads(), 'thread')}"
+                where += f", {plural(torch.get_num_threads(), 'thread')}"
             return (
-                f"training {self.run_dir}: {_plural(epochs, 'epoch')} of "
-                f"{_plural(state['steps_per_epoch'], 'step')} on {where}"
+                f"training {self.run_dir}: {plural(epochs, 'epoch')} of "
+                f"{plural(state['steps_per_epoch'], 'step')} on {where}"
             )
         if state["stopped_early"] or state["epoch"] >= epochs:
             why = "stopped early" if state["stopped_early"] else f"train.epochs is {epochs}"
@@ -524,7 +525,3 @@ class Trainer:
                 f"{self.run_dir} has finished after epoch {state['epoch']} ({why}); nothing to do"
             )
         return f"resuming {self.run_dir} from {self._position(state)} ({epochs} epochs)"
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
