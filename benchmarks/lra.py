@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from selfattn.bench.memory import measure_memory
-from selfattn.efficient import KERNELS
+from selfattn.kernels import KERNELS
 from selfattn.train.config import load_config
 from selfattn.train.objectives import objective_for
 from selfattn.train.pipeline import Predictor, run

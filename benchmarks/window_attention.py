@@ -1,7 +1,7 @@
 """Truncated attention: the window kernel against dense SDPA, ours ÷ reference.
 
 At each length L (default 16384; w = 256, B = 1, H = 4, D = 64, fp32) the forward pass
-(under ``torch.no_grad``) and forward+backward of :class:`selfattn.efficient.WindowKernel`
+(under ``torch.no_grad``) and forward+backward of :class:`selfattn.kernels.WindowKernel`
 are timed and their peak memory measured against
 
 * ``band``: ``F.scaled_dot_product_attention`` under the kernel's ``reference_mask`` — the
@@ -39,7 +39,7 @@ from torch import Tensor
 
 import selfattn
 from selfattn.bench.memory import measure_memory
-from selfattn.efficient.window import WindowKernel
+from selfattn.kernels.window import WindowKernel
 from selfattn.runtime import machine_busy_seconds
 
 MiB = 1 << 20

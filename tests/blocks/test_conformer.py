@@ -12,7 +12,7 @@ from selfattn.blocks.conformer import (
     ConvolutionModule,
     MaskedBatchNorm1d,
 )
-from selfattn.efficient import build_kernel
+from selfattn.kernels import build_kernel
 from selfattn.models.conformer import Conformer
 
 B, L, E, H, FFN, K = 2, 12, 16, 4, 32, 5

@@ -40,7 +40,7 @@ class MultiHeadAttention(nn.Module):
         include_self: False forbids each position attending to itself.
         positional: a :class:`~selfattn.positional.base.RelativePositional` acting inside
             attention (relative, rotary, ALiBi); ``None`` for none.
-        kernel: an attention variant from :mod:`selfattn.efficient` (window, linear,
+        kernel: an attention variant from :mod:`selfattn.kernels` (window, linear,
             Performer, Linformer, LSH, …) to compute attention instead of the dense
             kernel; it takes the projected heads and returns no weights, mask or cache.
     """

@@ -9,7 +9,7 @@ the dense reference measured in the same run on the same inputs — here PyTorch
 * forward and forward+backward peak memory (:func:`~selfattn.bench.memory.measure_memory`);
 * the error against exact softmax attention on the same inputs: the relative Frobenius
   error ``‖out − ref‖ / ‖ref‖`` where ``ref`` is what the variant computes or approximates
-  (:meth:`~selfattn.efficient.AttentionKernel.reference`: dense attention, restricted to
+  (:meth:`~selfattn.kernels.AttentionKernel.reference`: dense attention, restricted to
   the window for the window kernel, with shared query-keys for LSH).
 
 Timings taken while other processes kept the CPU busy are flagged: on a small machine one
@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from selfattn.bench.memory import measure_memory
-from selfattn.efficient import KERNELS, AttentionKernel, build_kernel
+from selfattn.kernels import KERNELS, AttentionKernel, build_kernel
 
 __all__ = ["BenchRow", "bench_attention", "format_table", "plot_rows", "variant_kernel"]
 
@@ -142,7 +142,7 @@ def bench_attention(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> list[BenchRow]:
-    """Measure every variant (default: all of :data:`~selfattn.efficient.KERNELS`) at
+    """Measure every variant (default: all of :data:`~selfattn.kernels.KERNELS`) at
     every length; ratios are to the ``dense`` kernel at the same length."""
     device = torch.device(device)
     names = list(variants or KERNELS)

@@ -187,7 +187,7 @@ class ConformerBlock(nn.Module):
             attention weights.
         conv_norm: ``"batch"`` or ``"layer"`` after the depthwise convolution.
         layer_norm_eps: ε of every layer norm.
-        kernel: an attention variant (:mod:`selfattn.efficient`) in place of dense
+        kernel: an attention variant (:mod:`selfattn.kernels`) in place of dense
             attention, e.g. ``build_kernel("window", window=w)`` for truncated attention.
         positional: a relative positional encoding used inside attention, or ``None``.
         attention_dropout: dropout on the attention weights alone (default ``dropout``).

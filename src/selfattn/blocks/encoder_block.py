@@ -49,7 +49,7 @@ class EncoderBlock(nn.Module):
         num_kv_heads: key/value heads (grouped-query attention; default H).
         include_self: False forbids each position attending to itself.
         positional: a relative positional encoding used inside attention, or ``None``.
-        kernel: an attention variant (:mod:`selfattn.efficient`) in place of the dense
+        kernel: an attention variant (:mod:`selfattn.kernels`) in place of the dense
             kernel, or ``None``.
         attention_dropout: dropout on the attention weights alone (default ``dropout``).
             On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused

@@ -12,7 +12,7 @@ import torch
 
 from selfattn import runtime
 from selfattn.bench.attention import LENGTHS, bench_attention, format_table, plot_rows
-from selfattn.efficient import KERNELS
+from selfattn.kernels import KERNELS
 
 
 def _ints(text: str) -> list[int]:

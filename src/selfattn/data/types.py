@@ -99,7 +99,7 @@ class Batch:
         labels: ``(B, L)`` long with ``-100`` at padding (token task) or ``(B,)`` long.
         edge_index: graphs only: ``(2, E)`` long edges (source j, target i) between the
             flattened positions ``b·L + i`` of the batch, so ``x.reshape(B * L, ...)``
-            indexes the nodes (:func:`selfattn.efficient.edge_attention`'s convention).
+            indexes the nodes (:func:`selfattn.kernels.edge_attention`'s convention).
         edge_attr: ``(E, D_e)`` float features of those edges, or ``None``.
     """
 

@@ -40,7 +40,7 @@ class Conformer(nn.Module):
         positional_options: extra keyword arguments for the positional encoding.
         layer_norm_eps: ε of every layer norm.
         attention: the attention variant of every block, a key of
-            :data:`selfattn.efficient.KERNELS` (``"window"`` for truncated attention).
+            :data:`selfattn.kernels.KERNELS` (``"window"`` for truncated attention).
         attention_options: the variant's options, e.g. ``{"window": 64}``.
         attention_dropout: dropout on the attention weights alone (default ``dropout``).
     """

@@ -22,7 +22,7 @@ from selfattn.attention.normalizers import NormalizerFn
 from selfattn.attention.scores import ScoreFn
 from selfattn.blocks.encoder_block import EncoderBlock
 from selfattn.blocks.feedforward import ActivationName, check_activation
-from selfattn.efficient.base import KERNELS, build_kernel
+from selfattn.kernels.base import KERNELS, build_kernel
 from selfattn.positional import POSITIONAL, build_positional
 from selfattn.positional.base import AbsolutePositional, RelativePositional
 
@@ -137,7 +137,7 @@ class Encoder(nn.Module):
         num_kv_heads: key/value heads (grouped-query attention; default H).
         include_self: False forbids each position attending to itself.
         attention: the attention variant of every block, a key of
-            :data:`selfattn.efficient.KERNELS` (``"dense"``: the fused softmax kernel;
+            :data:`selfattn.kernels.KERNELS` (``"dense"``: the fused softmax kernel;
             ``"window"``, ``"linear"``, ``"performer"``, ``"linformer"``, ``"lsh"``, …).
         attention_options: the variant's options (e.g. ``{"window": 256}``); each block
             gets its own kernel (Linformer's projections, Performer's features).

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from selfattn.efficient import KERNELS
+from selfattn.kernels import KERNELS
 from selfattn.positional import GRID_POSITIONAL, POSITIONAL
 
 Architecture = Literal[
@@ -51,7 +51,7 @@ class ModelConfig:
             In [0, 1); ``0`` turns it off.
         norm_first: pre-LN transformer blocks (they train stably with little warm-up).
         attention: the transformer's attention variant, a key of
-            :data:`selfattn.efficient.KERNELS`: ``dense`` (fused softmax attention, the
+            :data:`selfattn.kernels.KERNELS`: ``dense`` (fused softmax attention, the
             default), ``window`` (truncated), ``linear``, ``performer``, ``linformer``,
             ``lsh``, ``nystrom`` (lecture 000 §More; Tay et al., "Efficient Transformers").
         attention_size: the variant's size, if it has one: the window half-width w

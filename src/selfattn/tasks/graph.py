@@ -4,7 +4,7 @@ On a graph a node attends only to the nodes joined to it — the lecture's point
 self-attention with the adjacency matrix as its mask *is* a graph neural network
 (Veličković et al. 2018; the dot-product form of Dwivedi & Bresson 2021, and PyTorch
 Geometric's ``TransformerConv``, Shi et al. 2021). Each block is a transformer block whose
-attention is :func:`~selfattn.efficient.edge_attention` along the edge list, computed on
+attention is :func:`~selfattn.kernels.edge_attention` along the edge list, computed on
 the batch's real nodes only (gathered out of the padded ``(B, L, E)`` batch), so its cost
 grows with nodes + edges, never with L².
 
@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.blocks.feedforward import FeedForward
-from selfattn.efficient.graph import dense_to_edge_index, edge_attention
+from selfattn.kernels.graph import dense_to_edge_index, edge_attention
 
 
 class GraphAttention(nn.Module):

@@ -8,7 +8,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch, TaskType
-from selfattn.efficient.linformer import LinformerKernel
+from selfattn.kernels.linformer import LinformerKernel
 from selfattn.positional.learned import LearnedPositional
 from selfattn.tasks.config import ModelConfig
 from selfattn.tasks.embedding import InputEmbedding

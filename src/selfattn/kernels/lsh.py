@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.attention.functional import attention, zero_padding
-from selfattn.efficient.base import AttentionKernel, register_kernel
+from selfattn.kernels.base import AttentionKernel, register_kernel
 
 __all__ = ["SELF_SCORE", "LSHKernel", "hash_buckets"]
 

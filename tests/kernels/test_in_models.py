@@ -14,7 +14,7 @@ import torch
 
 from selfattn.cli.main import main
 from selfattn.data.listops import ListOpsSpec, evaluate_listops, generate_listops
-from selfattn.efficient import KERNELS
+from selfattn.kernels import KERNELS
 from selfattn.models import Encoder
 
 E, H, L = 16, 2, 12

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.attention.functional import attention, zero_padding
-from selfattn.efficient.base import AttentionKernel, register_kernel
+from selfattn.kernels.base import AttentionKernel, register_kernel
 
 __all__ = ["LinformerKernel"]
 

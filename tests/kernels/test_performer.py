@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from selfattn.attention import attention
-from selfattn.efficient import build_kernel
-from selfattn.efficient.performer import PerformerKernel, favor_features, orthogonal_gaussian
+from selfattn.kernels import build_kernel
+from selfattn.kernels.performer import PerformerKernel, favor_features, orthogonal_gaussian
 
 B, H, L, D = 2, 2, 40, 8
 F64 = torch.float64

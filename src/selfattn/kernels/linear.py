@@ -8,7 +8,7 @@ kernel ``φ(q_i)ᵀφ(k_j)`` with a positive feature map φ and the sums reassoc
 
 so ``s`` (D × Dv) and ``z`` (D) are computed once and no ``T × S`` matrix exists: time
 O(L·D·Dv), memory O(L·(D + Dv) + D·Dv). With ``φ(x) = elu(x) + 1`` this is the paper's
-linear attention; :mod:`selfattn.efficient.performer` plugs in random features instead.
+linear attention; :mod:`selfattn.kernels.performer` plugs in random features instead.
 
 Causal attention sums over j ≤ i only, i.e. prefix sums ``s_i``, ``z_i``: attention *is*
 an RNN whose state is ``(s, z)`` (lecture 000, self-attention vs RNN). Three equal forms:
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.attention.functional import zero_padding
-from selfattn.efficient.base import AttentionKernel, register_kernel
+from selfattn.kernels.base import AttentionKernel, register_kernel
 
 __all__ = [
     "LinearAttentionState",

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from selfattn.attention.functional import zero_padding
 from selfattn.attention.masks import causal_mask, window_mask
-from selfattn.efficient.base import AttentionKernel, check_kernel_inputs, register_kernel
+from selfattn.kernels.base import AttentionKernel, check_kernel_inputs, register_kernel
 
 __all__ = ["WindowKernel", "flex_available", "window_attention"]
 

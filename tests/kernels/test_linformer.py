@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from selfattn.efficient import build_kernel
-from selfattn.efficient.linformer import LinformerKernel
+from selfattn.kernels import build_kernel
+from selfattn.kernels.linformer import LinformerKernel
 
 B, H, D, MAX_LEN, K = 2, 3, 8, 32, 6
 F64 = torch.float64

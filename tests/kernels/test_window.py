@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 from selfattn.attention import attention, causal_mask, window_mask
 from selfattn.bench.memory import measure_memory
-from selfattn.efficient import KERNELS, build_kernel
-from selfattn.efficient.window import (
+from selfattn.kernels import KERNELS, build_kernel
+from selfattn.kernels.window import (
     WindowKernel,
     band_block_mask,
     flex_available,

@@ -10,9 +10,9 @@ hence stable denominators) gives ``φ(q)ᵀφ(k) ≈ exp(qᵀk)``. Inputs are sc
 ``D^(-1/4)`` so that the product estimates ``exp(q·k/√D)``, and the rows of W are drawn in
 orthogonal blocks (norms from the chi(D) distribution, as Gaussian rows have), which lowers
 the variance. Then attention is linear attention with these features
-(:func:`~selfattn.efficient.linear.linear_attention`), whose numerator and denominator
+(:func:`~selfattn.kernels.linear.linear_attention`), whose numerator and denominator
 are unbiased estimates of softmax attention's: time O(L·m·(D + Dv)), memory
-O(L·m + m·Dv) (causal: the chunked prefix sums of :mod:`selfattn.efficient.linear`).
+O(L·m + m·Dv) (causal: the chunked prefix sums of :mod:`selfattn.kernels.linear`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import torch
 from torch import Tensor
 
 from selfattn.attention.functional import zero_padding
-from selfattn.efficient.base import AttentionKernel, register_kernel
-from selfattn.efficient.linear import linear_attention
+from selfattn.kernels.base import AttentionKernel, register_kernel
+from selfattn.kernels.linear import linear_attention
 
 __all__ = ["PerformerKernel", "favor_features", "orthogonal_gaussian"]
 

@@ -9,7 +9,7 @@ import torch
 from selfattn import MultiHeadAttention
 from selfattn.attention import attention
 from selfattn.bench import measure_memory
-from selfattn.efficient import KERNELS, AttentionKernel, DenseKernel, build_kernel, register_kernel
+from selfattn.kernels import KERNELS, AttentionKernel, DenseKernel, build_kernel, register_kernel
 from selfattn.models import Encoder
 from selfattn.tasks.config import ModelConfig
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from selfattn.attention import attention
-from selfattn.efficient import build_kernel
-from selfattn.efficient.nystrom import NystromKernel, iterative_pinv, segment_means
+from selfattn.kernels import build_kernel
+from selfattn.kernels.nystrom import NystromKernel, iterative_pinv, segment_means
 
 B, H, L, D = 2, 2, 48, 8
 F64 = torch.float64

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 import torch
 
-import selfattn.efficient.linear
-import selfattn.efficient.linformer
-import selfattn.efficient.lsh
-import selfattn.efficient.nystrom
-import selfattn.efficient.performer  # noqa: F401  (registers the kernels)
+import selfattn.kernels.linear
+import selfattn.kernels.linformer
+import selfattn.kernels.lsh
+import selfattn.kernels.nystrom
+import selfattn.kernels.performer  # noqa: F401  (registers the kernels)
 from selfattn.bench.memory import measure_memory
-from selfattn.efficient import build_kernel
+from selfattn.kernels import build_kernel
 
 L, H, D = 8192, 2, 32
 

@@ -10,7 +10,7 @@ import torch
 
 from selfattn.attention import adjacency_mask, attention
 from selfattn.bench.memory import measure_memory
-from selfattn.efficient.graph import dense_to_edge_index, edge_attention
+from selfattn.kernels.graph import dense_to_edge_index, edge_attention
 
 F64 = torch.float64
 H, D = 3, 5

@@ -5,7 +5,7 @@ LSH (Reformer) and Nyström; plus edge-list graph attention (:func:`edge_attenti
 
 from __future__ import annotations
 
-from selfattn.efficient.base import (
+from selfattn.kernels.base import (
     KERNELS,
     AttentionKernel,
     DenseKernel,
@@ -15,13 +15,13 @@ from selfattn.efficient.base import (
 )
 
 # Importing a variant's module registers it in KERNELS.
-from selfattn.efficient.graph import dense_to_edge_index, edge_attention, scatter_softmax
-from selfattn.efficient.linear import LinearAttentionState, LinearKernel, linear_attention
-from selfattn.efficient.linformer import LinformerKernel
-from selfattn.efficient.lsh import LSHKernel
-from selfattn.efficient.nystrom import NystromKernel
-from selfattn.efficient.performer import PerformerKernel
-from selfattn.efficient.window import WindowKernel, window_attention
+from selfattn.kernels.graph import dense_to_edge_index, edge_attention, scatter_softmax
+from selfattn.kernels.linear import LinearAttentionState, LinearKernel, linear_attention
+from selfattn.kernels.linformer import LinformerKernel
+from selfattn.kernels.lsh import LSHKernel
+from selfattn.kernels.nystrom import NystromKernel
+from selfattn.kernels.performer import PerformerKernel
+from selfattn.kernels.window import WindowKernel, window_attention
 
 __all__ = [
     "KERNELS",

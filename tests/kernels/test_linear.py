@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from selfattn.efficient import build_kernel
-from selfattn.efficient.linear import (
+from selfattn.kernels import build_kernel
+from selfattn.kernels.linear import (
     LinearKernel,
     causal_linear_attention,
     elu_feature_map,

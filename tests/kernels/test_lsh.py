@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from selfattn.efficient import build_kernel
-from selfattn.efficient.lsh import SELF_SCORE, LSHKernel, hash_buckets
+from selfattn.kernels import build_kernel
+from selfattn.kernels.lsh import SELF_SCORE, LSHKernel, hash_buckets
 
 B, H, L, D = 2, 3, 37, 8
 F64 = torch.float64
