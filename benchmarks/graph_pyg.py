@@ -37,9 +37,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from selfattn.data import Batch, batches
+from selfattn.pipeline import Prepared, prepare
 from selfattn.tasks import ModelConfig, build_model
 from selfattn.train.config import load_config
-from selfattn.train.pipeline import Prepared, prepare
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "solubility.toml"
 
@@ -210,7 +210,7 @@ def main() -> None:
 
     def collate(examples: list[Any], shuffle: bool, seed: int = 0) -> list[GraphBatch]:
         groups = batches(examples, size, shuffle=shuffle, seed=seed)
-        return [to_pyg(prepared.collator(group)) for group in groups]
+        return [to_pyg(prepared.task.collate(group)) for group in groups]
 
     splits = prepared.splits
     dev, test = collate(splits.dev, False), collate(splits.test, False)

@@ -42,7 +42,8 @@ from collections.abc import Callable
 import torch
 
 from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive
-from selfattn.models.seq2seq import NUM_SPECIALS, EncodedSource, Seq2SeqTransformer
+from selfattn.models import StackConfig
+from selfattn.models.seq2seq import NUM_SPECIALS, EncodedSource, Seq2SeqTransformer, decoder_like
 from selfattn.runtime import machine_busy_seconds
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
@@ -52,16 +53,20 @@ WARMUP_TOKENS = 8
 def build_model(args: argparse.Namespace) -> Seq2SeqTransformer:
     """A random encoder–decoder of the benchmark's size, in eval mode."""
     torch.manual_seed(0)
+    stack = StackConfig(
+        args.embed_dim,
+        args.num_heads,
+        args.ffn_dim,
+        num_layers=args.num_layers,
+        positional="sinusoidal",
+        max_len=max(args.tokens, args.source_len),
+        norm_first=True,
+    )
     return Seq2SeqTransformer(
+        stack,
+        decoder_like(stack),
         target_vocab_size=args.vocab,
         source_vocab_size=args.vocab,
-        embed_dim=args.embed_dim,
-        num_heads=args.num_heads,
-        num_encoder_layers=args.num_layers,
-        num_decoder_layers=args.num_layers,
-        ffn_dim=args.ffn_dim,
-        dropout=0.0,
-        max_len=max(args.tokens, args.source_len),
         length_predictor=True,
     ).eval()
 

@@ -8,7 +8,7 @@ each speed and memory also as a ratio to the dense Transformer in the same run, 
 the accuracies of the LRA paper (Tay et al. 2021, Table 1; Nyströmformer from Xiong et al.
 2021, Table 4) — which were trained for far longer on TPUs, on the full-size tasks (our
 ``lra-text`` and ``lra-image`` are stand-ins built from the data available here; see
-:mod:`selfattn.data.lra`).
+:mod:`selfattn.data.recipes.lra`).
 
 Usage::
 
@@ -29,9 +29,8 @@ import torch
 
 from selfattn.bench.memory import measure_memory
 from selfattn.kernels import KERNELS
+from selfattn.pipeline import Predictor, run
 from selfattn.train.config import load_config
-from selfattn.train.objectives import objective_for
-from selfattn.train.pipeline import Predictor, run
 
 #: The LRA paper's test accuracies (%): ListOps, Text, Image. The rows of Table 1 that
 #: correspond to our variants; Nyströmformer's from its own paper (Xiong et al. 2021).
@@ -67,9 +66,9 @@ def train_one(
     # Peak memory of one training step (forward + backward) on the longest batch.
     model = result.model
     model.train()
-    objective = objective_for(config, prepared.spec)
+    objective = prepared.task
     longest = sorted(prepared.splits.train, key=len)[-config.data.batch_size :]
-    batch = prepared.collator(longest).to(next(model.parameters()).device)
+    batch = objective.collate(longest).to(next(model.parameters()).device)
 
     def step() -> None:
         objective.loss(model, batch, 0).backward()

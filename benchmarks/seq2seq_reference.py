@@ -33,18 +33,15 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.attention.cache import DecoderCache
-from selfattn.data.collate import batches
+from selfattn.data.batching.collate import batches
 from selfattn.models.decoder import DecoderOutput
 from selfattn.models.encoder import EncoderOutput
 from selfattn.models.seq2seq import Seq2SeqTransformer
+from selfattn.pipeline import Predictor, Seq2SeqTask, prepare
 from selfattn.positional import build_positional
 from selfattn.positional.base import AbsolutePositional
-from selfattn.tasks.model import TaskSpec
 from selfattn.train.config import Config, load_config
 from selfattn.train.loop import Trainer
-from selfattn.train.objectives import Seq2SeqTraining, build_for_spec
-from selfattn.train.pipeline import load_seq2seq_splits
-from selfattn.train.seq2seq_pipeline import Seq2SeqPredictor, prepare_seq2seq
 
 
 def _absolute(config: Config, max_len: int, wanted: bool) -> nn.Module | None:
@@ -142,16 +139,16 @@ class TorchDecoder(nn.Module):
         return DecoderOutput(out, [x, out])
 
 
-class TorchStacks(Seq2SeqTraining):
+class TorchStacks(Seq2SeqTask):
     """Builds our model, then swaps its stacks for torch's."""
 
     def build(self) -> nn.Module:
         model = super().build()
-        assert isinstance(model, Seq2SeqTransformer) and self.run is not None
-        settings = self.run.seq2seq
-        layers = settings.decoder_layers or self.run.model.num_layers
-        model.encoder = TorchEncoder(model.encoder, self.run, model.max_len + 2)  # type: ignore[assignment]
-        model.decoder = TorchDecoder(self.run, layers, model.max_len + 2)  # type: ignore[assignment]
+        assert isinstance(model, Seq2SeqTransformer)
+        settings = self.config.seq2seq
+        layers = settings.decoder_layers or self.config.model.num_layers
+        model.encoder = TorchEncoder(model.encoder, self.config, model.max_len + 2)  # type: ignore[assignment]
+        model.decoder = TorchDecoder(self.config, layers, model.max_len + 2)  # type: ignore[assignment]
         return model
 
 
@@ -161,14 +158,18 @@ def train_one(config: Config, prepared: Any, reference: bool) -> tuple[Path, flo
 
     def train_batches(epoch: int) -> list[Any]:
         groups = batches(prepared.splits.train, size, shuffle=True, seed=seed * 1000 + epoch)
-        return [prepared.collator(group) for group in groups]
+        return [prepared.task.collate(group) for group in groups]
 
     dev = prepared.batches_of(prepared.splits.dev)
-    trainer = Trainer(config, prepared.spec, train_batches, lambda: dev, vocabs=prepared.vocabs())
-    if reference:
-        trainer.objective = TorchStacks(
-            config.seq2seq, config.train.label_smoothing, run=config, spec=prepared.spec
-        )
+    objective = TorchStacks(config, prepared.spec) if reference else prepared.task
+    trainer = Trainer(
+        config,
+        prepared.spec,
+        train_batches,
+        lambda: dev,
+        objective=objective,
+        vocabs=prepared.vocabs(),
+    )
     result = trainer.run(overwrite=True)
     history = result.history
     steps = [
@@ -185,14 +186,15 @@ METRICS_FILE = "reference_metrics.json"
 def measure(name: str, config: Config) -> dict[str, float]:
     """Train one of the two models, decode the test split; its metrics (also saved)."""
     reference = name == "torch.nn"
-    prepared = prepare_seq2seq(config, load_seq2seq_splits(config))
+    prepared = prepare(config)
     run_dir, step = train_one(config, prepared, reference)
-    predictor = Seq2SeqPredictor(run_dir, build=_torch_stacks if reference else build_for_spec)
+    predictor = Predictor(run_dir, task=TorchStacks if reference else None)
     started = time.perf_counter()
-    metrics = predictor.evaluate("test", "greedy", use_cache=False)
+    metrics = predictor.evaluate("test", method="greedy", use_cache=False)
     metrics["decode_s"] = time.perf_counter() - started
     if not reference:
-        metrics["cached_sentences_per_s"] = predictor.evaluate("test", "greedy")["sentences_per_s"]
+        cached = predictor.evaluate("test", method="greedy")
+        metrics["cached_sentences_per_s"] = cached["sentences_per_s"]
     metrics["step_s"] = step
     (run_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return metrics
@@ -234,11 +236,6 @@ def main() -> None:
             report(ours, ref)
         else:
             print(f"metrics saved under {folder}; the table needs both runs there")
-
-
-def _torch_stacks(config: Config, spec: TaskSpec) -> nn.Module:
-    """The reference model (the checkpoint's recipe names only ours)."""
-    return TorchStacks(config.seq2seq, config.train.label_smoothing, run=config, spec=spec).build()
 
 
 if __name__ == "__main__":

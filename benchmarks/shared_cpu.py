@@ -104,7 +104,7 @@ def worker(args: argparse.Namespace) -> None:
     from torch import nn
 
     from selfattn import runtime
-    from selfattn.models import Encoder
+    from selfattn.models import Encoder, StackConfig
 
     if setting.selfattn_default:
         runtime.configure_threads(None)
@@ -115,7 +115,7 @@ def worker(args: argparse.Namespace) -> None:
 
     embed_dim, num_heads, num_layers, ffn_dim, batch, length = MODELS[args.model]
     torch.manual_seed(args.slot)
-    encoder = Encoder(embed_dim, num_heads, num_layers, ffn_dim)
+    encoder = Encoder(StackConfig(embed_dim, num_heads, ffn_dim, num_layers=num_layers))
     head = nn.Linear(embed_dim, 2)
     parameters = [*encoder.parameters(), *head.parameters()]
     optimizer = torch.optim.AdamW(parameters, lr=1e-4)

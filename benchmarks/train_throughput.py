@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.blocks import EncoderBlock
-from selfattn.models import Encoder
+from selfattn.models import Encoder, StackConfig
 from selfattn.runtime import machine_busy_seconds
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
@@ -41,7 +41,7 @@ def make_pair(
         embed_dim, num_heads, ffn_dim, dropout=0.0, batch_first=True, norm_first=False
     )
     reference = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
-    ours = Encoder(embed_dim, num_heads, num_layers, ffn_dim, dropout=0.0, norm_first=False)
+    ours = Encoder(StackConfig(embed_dim, num_heads, ffn_dim, num_layers=num_layers))
     ours.layers = nn.ModuleList(EncoderBlock.from_torch(block) for block in reference.layers)
     return ours, reference
 

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from selfattn import MultiHeadAttention
-from selfattn.attention import NORMALIZERS, SCORES
+from selfattn.attention import NORMALIZERS, SCORES, functional
+from selfattn.kernels import DenseKernel, build_kernel
 
 E, H, B, T = 16, 4, 3, 7
 
@@ -202,3 +203,49 @@ def test_padded_inputs_holding_nan_or_inf_change_no_real_row(
         torch.testing.assert_close(got, cross)
         got.sum().backward()
         assert filled.grad is not None and torch.isfinite(filled.grad).all()
+
+
+def test_the_dense_kernel_still_takes_the_fused_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind the kernel interface, plain softmax attention is one fused SDPA call on the
+    projected heads; attention maps (weights) take the eager formula instead."""
+    calls: list[tuple[int, ...]] = []
+    real = functional.F.scaled_dot_product_attention
+
+    def spy(q: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        calls.append(tuple(q.shape))
+        return real(q, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(functional.F, "scaled_dot_product_attention", spy)
+    mha = MultiHeadAttention(E, H).eval()
+    assert isinstance(mha.kernel, DenseKernel)
+    mha(torch.randn(B, T, E), key_padding_mask=_padding(), causal=True)
+    assert calls == [(B, H, T, E // H)]
+    mha(torch.randn(B, T, E), need_weights=True)
+    assert len(calls) == 1
+
+
+def test_the_dense_kernel_carries_the_dropout_and_the_state_dict_is_unchanged() -> None:
+    """The dense kernel holds no parameters: checkpoints keep their keys (an additive
+    score's included), and the attention dropout is the kernel's."""
+    mha = MultiHeadAttention(E, H, dropout=0.3, score="additive")
+    assert mha.dropout == 0.3 and isinstance(mha.kernel, DenseKernel)
+    assert mha.kernel.dropout == 0.3
+    keys = set(mha.state_dict())
+    assert {"score.q_proj.weight", "score.k_proj.bias", "score.w.weight"} <= keys
+    assert not any(key.startswith("kernel.") for key in keys)
+    assert MultiHeadAttention(E, H, kernel=build_kernel("linear")).dropout == 0.0
+    window = build_kernel("window", window=2, dropout=0.2)
+    assert MultiHeadAttention(E, H, kernel=window).dropout == 0.2
+
+
+def test_window_kernel_weights_equal_dense_weights_with_the_window() -> None:
+    """An attention map of a windowed model: the window kernel's weights are the dense
+    kernel's under the band, averaged over heads like any others."""
+    dense = MultiHeadAttention(E, H).double().eval()
+    windowed = MultiHeadAttention(E, H, kernel=build_kernel("window", window=2)).double().eval()
+    windowed.load_state_dict(dense.state_dict())
+    x = torch.randn(B, T, E, dtype=torch.float64)
+    expected, expected_w = dense(x, key_padding_mask=_padding(), window=2, need_weights=True)
+    out, weights = windowed(x, key_padding_mask=_padding(), need_weights=True)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(weights, expected_w)

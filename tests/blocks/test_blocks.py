@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from selfattn.attention import padding_mask
-from selfattn.blocks import ACTIVATIONS, DecoderBlock, EncoderBlock, FeedForward
+from selfattn.blocks import ACTIVATIONS, BlockConfig, DecoderBlock, EncoderBlock, FeedForward
 
 B, T, S, E, H, FFN = 3, 6, 7, 16, 4, 32
 MASKINGS = ["padding", "bool_mask", "float_mask", "padding_and_mask"]
@@ -165,7 +165,7 @@ def test_encoder_block_from_torch_refuses_other_activations(
 
 
 def test_encoder_block_returns_weights_per_head() -> None:
-    block = EncoderBlock(E, H, FFN)
+    block = EncoderBlock(BlockConfig(E, H, FFN))
     out, weights = block(torch.randn(B, S, E), need_weights=True)
     assert out.shape == (B, S, E)
     assert weights is not None and weights.shape == (B, H, S, S)
@@ -174,7 +174,9 @@ def test_encoder_block_returns_weights_per_head() -> None:
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_block_gradients_reach_every_parameter(norm_first: bool) -> None:
-    block = EncoderBlock(E, H, FFN, activation="swiglu", norm_first=norm_first, dropout=0.1)
+    block = EncoderBlock(
+        BlockConfig(E, H, FFN, activation="swiglu", norm_first=norm_first, dropout=0.1)
+    )
     block(torch.randn(B, S, E))[0].square().sum().backward()
     for name, parameter in block.named_parameters():
         assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
@@ -227,7 +229,7 @@ def test_decoder_block_matches_torch_with_memory_mask() -> None:
 
 
 def test_decoder_block_memory_dim_and_weights() -> None:
-    block = DecoderBlock(E, H, FFN, memory_dim=10)
+    block = DecoderBlock(BlockConfig(E, H, FFN), memory_dim=10)
     out, weights = block(torch.randn(B, T, E), torch.randn(B, S, 10), need_weights=True)
     assert out.shape == (B, T, E)
     assert weights is not None

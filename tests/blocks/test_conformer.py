@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from selfattn.attention import padding_mask
+from selfattn.blocks import BlockConfig
 from selfattn.blocks.conformer import (
     ConformerBlock,
     ConvNormName,
@@ -13,13 +14,18 @@ from selfattn.blocks.conformer import (
     MaskedBatchNorm1d,
 )
 from selfattn.kernels import build_kernel
+from selfattn.models import StackConfig
 from selfattn.models.conformer import Conformer
 
 B, L, E, H, FFN, K = 2, 12, 16, 4, 32, 5
 
 
-def _block(**options: object) -> ConformerBlock:
-    return ConformerBlock(E, H, FFN, conv_kernel_size=K, **options)  # type: ignore[arg-type]
+def _block(kernel: torch.nn.Module | None = None) -> ConformerBlock:
+    return ConformerBlock(BlockConfig(E, H, FFN, conv_kernel_size=K), kernel=kernel)
+
+
+def _stack(num_layers: int, **options: object) -> Conformer:
+    return Conformer(StackConfig(E, H, FFN, conv_kernel_size=K, num_layers=num_layers, **options))  # type: ignore[arg-type]
 
 
 def _randomise_batch_norms(module: torch.nn.Module) -> None:
@@ -38,7 +44,7 @@ def test_block_and_stack_keep_shape() -> None:
     out, weights = _block()(x, need_weights=True)
     assert out.shape == (B, L, E)
     assert weights is not None and weights.shape == (B, H, L, L)
-    stack = Conformer(E, H, 3, FFN, conv_kernel_size=K, positional="sinusoidal")
+    stack = _stack(3, positional="sinusoidal")
     result = stack(x, need_weights=True)
     assert result.last_hidden_state.shape == (B, L, E)
     assert len(result.hidden_states) == 4 and result.attentions is not None
@@ -49,7 +55,7 @@ def test_block_and_stack_keep_shape() -> None:
 @pytest.mark.parametrize("train", [False, True])
 def test_padding_never_reaches_real_positions(conv_norm: ConvNormName, train: bool) -> None:
     # Batch norm counts real frames only, so even training-mode statistics ignore padding.
-    stack = Conformer(E, H, 2, FFN, conv_kernel_size=K, conv_norm=conv_norm, positional="rotary")
+    stack = _stack(2, conv_norm=conv_norm, positional="rotary")
     _randomise_batch_norms(stack)
     stack.train(train)
     lengths = torch.tensor([L, 7])
@@ -99,15 +105,7 @@ def test_window_attention_bounds_the_receptive_field(num_layers: int) -> None:
     # Per layer: attention reaches ±window, the depthwise convolution ±K // 2 (odd K);
     # the feed-forward modules and norms act per frame (eval: batch norm is per frame too).
     reach = num_layers * (window + K // 2)
-    stack = Conformer(
-        E,
-        H,
-        num_layers,
-        FFN,
-        conv_kernel_size=K,
-        attention="window",
-        attention_options={"window": window},
-    ).eval()
+    stack = _stack(num_layers, attention="window", attention_options={"window": window}).eval()
     seen = _dependence(stack, torch.randn(1, length, E), i)
     distance = (torch.arange(length) - i).abs()
     assert not seen[distance > reach].any()
@@ -143,17 +141,15 @@ def test_even_kernel_reaches_one_more_frame_ahead() -> None:
 
 @pytest.mark.parametrize("attention", ["dense", "window"])
 def test_causal_sees_only_the_past(attention: str) -> None:
-    options = {"window": 3} if attention == "window" else None
-    stack = Conformer(
-        E, H, 2, FFN, conv_kernel_size=K, attention=attention, attention_options=options
-    ).eval()
+    options = {"window": 3} if attention == "window" else {}
+    stack = _stack(2, attention=attention, attention_options=options).eval()
     x = torch.randn(1, L, E)
     seen = _dependence(lambda t: stack(t, causal=True), x, 5)  # type: ignore[arg-type]
     assert not seen[6:].any() and seen[:6].any()
 
 
 def test_training_step_gives_finite_gradients() -> None:
-    stack = Conformer(E, H, 2, FFN, conv_kernel_size=K, dropout=0.1, positional="relative")
+    stack = _stack(2, dropout=0.1, positional="relative")
     optimiser = torch.optim.AdamW(stack.parameters(), lr=1e-3)
     pad = padding_mask(torch.tensor([L, 5]), L)
     out = stack(torch.randn(B, L, E), key_padding_mask=pad).last_hidden_state
@@ -169,8 +165,8 @@ def test_training_step_gives_finite_gradients() -> None:
 
 def test_bad_options_are_one_line_errors() -> None:
     with pytest.raises(ValueError, match="conv_kernel_size"):
-        ConformerBlock(E, H, FFN, conv_kernel_size=0)
+        ConformerBlock(BlockConfig(E, H, FFN, conv_kernel_size=0))
     with pytest.raises(ValueError, match="conv_norm"):
-        ConformerBlock(E, H, FFN, conv_norm="group")  # type: ignore[arg-type]
+        ConformerBlock(BlockConfig(E, H, FFN, conv_norm="group"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="divisible"):
-        Conformer(E, 3, 1, FFN)
+        Conformer(StackConfig(E, 3, FFN, num_layers=1))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from selfattn.cli.main import main
-from selfattn.train.pipeline import Seq2SeqPredictor
+from selfattn.pipeline import Predictor, Seq2SeqTask
 
 SYMBOLS = ["a", "b", "c", "d", "e", "f"]
 
@@ -88,14 +88,16 @@ def test_train_resume_eval_predict(tmp_path: Path, capsys: pytest.CaptureFixture
     output = capsys.readouterr().out.strip()
     assert output and all(word in SYMBOLS for word in output.split())
     # The predictor and the command line agree.
-    predictor = Seq2SeqPredictor(run_dir)
-    assert predictor.translate("a b c", "beam", beam_size=2) == output
+    predictor = Predictor(run_dir)
+    example = predictor.example("a b c")
+    assert predictor.predict(example, method="beam", beam_size=2) == output
 
     # Cross-attention: output tokens (and EOS) against the source tokens.
     image = tmp_path / "cross.png"
     assert main(["attention", str(run_dir), "a b c", "-o", str(image)]) == 0
     assert image.stat().st_size > 0
-    maps, source, produced = predictor.cross_attention_maps("a b c")
+    assert isinstance(predictor.task, Seq2SeqTask)
+    maps, source, produced = predictor.task.cross_attention_maps(predictor.model, example)
     assert source == ["a", "b", "c"] and produced[-1] == "<eos>"
     assert len(maps) == 2 and maps[0].shape == (2, len(produced), 3)
     torch.testing.assert_close(maps[0].sum(-1), torch.ones(2, len(produced)))

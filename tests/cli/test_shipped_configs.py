@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from selfattn.data.recipes import Recipe
+from selfattn.pipeline import prepare
 from selfattn.train.config import load_config
-from selfattn.train.pipeline import prepare
 
 CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.toml"))
 

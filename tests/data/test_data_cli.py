@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from selfattn.cli import data_cmd
-from selfattn.data import RECIPES, cache, hull
+from selfattn.data import RECIPES
+from selfattn.data.fetch import cache
+from selfattn.data.recipes import hull
 
 
 def listing(capsys: pytest.CaptureFixture[str]) -> dict[str, str]:

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 import torch
 
-from selfattn.models.seq2seq import NUM_SPECIALS, EncodedSource, OutputKind, Seq2SeqTransformer
+from selfattn.models import StackConfig
+from selfattn.models.seq2seq import (
+    NUM_SPECIALS,
+    EncodedSource,
+    OutputKind,
+    Seq2SeqTransformer,
+    decoder_like,
+)
 
 VOCAB = 12  # 4 specials + 8 symbols, source and target
 MAX_LEN = 16
@@ -26,25 +33,23 @@ def _one_thread(one_thread: None) -> None:
 
 
 def tiny_model(
-    output: OutputKind = "vocab", positional: str | None = "sinusoidal", **options: Any
+    output: OutputKind = "vocab",
+    positional: str | None = "sinusoidal",
+    max_len: int = MAX_LEN,
+    **options: Any,
 ) -> Seq2SeqTransformer:
     """The brief's tiny model (E=32, H=4, 2+2 layers, FFN 64), random, in eval mode."""
+    stack = StackConfig(
+        32, 4, 64, num_layers=2, positional=positional, max_len=max_len, norm_first=True
+    )
     settings: dict[str, Any] = {
         "target_vocab_size": NUM_SPECIALS if output == "pointer" else VOCAB,
         "source_vocab_size": VOCAB,
-        "embed_dim": 32,
-        "num_heads": 4,
-        "num_encoder_layers": 2,
-        "num_decoder_layers": 2,
-        "ffn_dim": 64,
-        "dropout": 0.0,
-        "positional": positional,
-        "max_len": MAX_LEN,
         "output": output,
         "length_predictor": True,
     }
     settings.update(options)
-    return Seq2SeqTransformer(**settings).eval()
+    return Seq2SeqTransformer(stack, decoder_like(stack), **settings).eval()
 
 
 def encoded_batch(

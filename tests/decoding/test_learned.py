@@ -9,7 +9,15 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.decoding import beam_search, greedy
-from selfattn.models.seq2seq import BOS_ID, EOS_ID, NUM_SPECIALS, PAD_ID, Seq2SeqTransformer
+from selfattn.models import StackConfig
+from selfattn.models.seq2seq import (
+    BOS_ID,
+    EOS_ID,
+    NUM_SPECIALS,
+    PAD_ID,
+    Seq2SeqTransformer,
+    decoder_like,
+)
 
 SYMBOLS = 10
 MIN_LEN, MAX_LEN = 3, 8
@@ -34,16 +42,11 @@ def _batch(size: int, task: str, generator: torch.Generator) -> tuple[Tensor, ..
 def _train(task: str, steps: int = 600) -> Seq2SeqTransformer:
     """Plain teacher forcing: cross-entropy of decode(BOS y)'s log-probs against (y EOS)."""
     vocab = NUM_SPECIALS + SYMBOLS
+    stack = StackConfig(
+        32, 4, 64, num_layers=2, positional="sinusoidal", max_len=MAX_LEN + 2, norm_first=True
+    )
     model = Seq2SeqTransformer(
-        target_vocab_size=vocab,
-        source_vocab_size=vocab,
-        embed_dim=32,
-        num_heads=4,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        ffn_dim=64,
-        dropout=0.0,
-        max_len=MAX_LEN + 2,
+        stack, decoder_like(stack), target_vocab_size=vocab, source_vocab_size=vocab
     )
     # 5e-3 for 600 steps: 400 steps (at 3e-3, 5e-3 or 1e-2) leave one held-out sequence
     # in 300 wrong (a run of a repeated symbol ends early). The linear decay over the

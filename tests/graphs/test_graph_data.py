@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from selfattn.data import RECIPES, Collator, DataError, Example, LabelVocabulary, load_dataset
-from selfattn.data.graphs import (
+from selfattn.data.recipes.graphs import (
     ELEMENTS,
     KARATE_SPLIT,
     atom_features,
@@ -18,7 +18,7 @@ from selfattn.data.graphs import (
     molecule_example,
     read_sdf,
 )
-from selfattn.data.types import NO_LABEL
+from selfattn.data.specials import NO_LABEL
 
 # Ethanoate (acetate) anion and a lone ammonium: C-C(=O)-O(-); N(+).
 MOLFILE = """acetate

@@ -1,5 +1,5 @@
 """The kernel interface: registry, the dense kernel, and kernels inside MultiHeadAttention,
-the encoder and the model config."""
+the encoder and the model config. (Capabilities over every kernel: test_capabilities.)"""
 
 from __future__ import annotations
 
@@ -8,9 +8,17 @@ import torch
 
 from selfattn import MultiHeadAttention
 from selfattn.attention import attention
+from selfattn.attention.cache import KVCache
 from selfattn.bench import measure_memory
-from selfattn.kernels import KERNELS, AttentionKernel, DenseKernel, build_kernel, register_kernel
-from selfattn.models import Encoder
+from selfattn.kernels import (
+    KERNELS,
+    AttentionKernel,
+    AttentionRequest,
+    DenseKernel,
+    build_kernel,
+    register_kernel,
+)
+from selfattn.models import Encoder, StackConfig
 from selfattn.tasks.config import ModelConfig
 
 
@@ -27,10 +35,35 @@ def test_dense_kernel_is_the_attention_function() -> None:
     padding[1, 6:] = True
     for causal in (False, True):
         expected, _ = attention(q, k, v, key_padding_mask=padding, causal=causal)
-        got = DenseKernel()(q, k, v, key_padding_mask=padding, causal=causal)
+        got, weights = DenseKernel()(q, k, v, key_padding_mask=padding, causal=causal)
+        assert weights is None
         torch.testing.assert_close(got, expected, rtol=0, atol=0)
         reference = DenseKernel().reference(q, k, v, key_padding_mask=padding, causal=causal)
         torch.testing.assert_close(reference, got)
+
+
+def test_dense_kernel_takes_every_option_of_the_attention_function() -> None:
+    """One call for the lecture's whole formula: masks, window, scores, weights, grouped
+    heads, and dropout (the kernel's own, in training only)."""
+    q, k, v = _qkv()
+    options = {
+        "mask": torch.randn(9, 9, dtype=torch.float64),
+        "window": 3,
+        "score": "dot",
+        "normalizer": "sigmoid",
+        "include_self": False,
+        "need_weights": True,
+    }
+    expected, expected_weights = attention(q, k, v, **options)  # type: ignore[arg-type]
+    got, weights = DenseKernel(dropout=0.5).eval()(q, k, v, **options)  # type: ignore[arg-type]
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    torch.testing.assert_close(weights, expected_weights, rtol=0, atol=0)
+    grouped, _ = DenseKernel()(q, k[:, :1], v[:, :1], causal=True)
+    torch.testing.assert_close(grouped, attention(q, k[:, :1], v[:, :1], causal=True)[0])
+    dropped, _ = DenseKernel(dropout=0.5).train()(q, k, v)
+    assert not torch.allclose(dropped, attention(q, k, v)[0])
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\)"):
+        DenseKernel(dropout=1.0)
 
 
 def test_registry_and_builder_errors() -> None:
@@ -60,16 +93,25 @@ def test_kernel_input_errors() -> None:
     class NoCausal(AttentionKernel):
         name = "test-no-causal"
 
-        def attend(self, q, k, v, *, key_padding_mask, causal):  # type: ignore[no-untyped-def]
-            return v
+        def attend(
+            self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, request: AttentionRequest
+        ) -> tuple[torch.Tensor, torch.Tensor | None]:
+            return v, None
 
-    with pytest.raises(ValueError, match="does not support causal=True"):
+    with pytest.raises(ValueError, match="'test-no-causal' cannot attend causally: it has no"):
         NoCausal()(q, k, v, causal=True)
+    with pytest.raises(ValueError, match="gives reasons for unknown"):
+
+        @register_kernel
+        class Typo(NoCausal):
+            name = "test-typo"
+            reasons = {"casual": "misspelt"}  # type: ignore[dict-item]  # noqa: RUF012
 
 
 def test_multihead_attention_with_a_kernel_equals_the_built_in_path() -> None:
     torch.manual_seed(0)
     plain = MultiHeadAttention(16, 4).double()
+    assert isinstance(plain.kernel, DenseKernel)  # "dense" is always a DenseKernel
     kernel = MultiHeadAttention(16, 4, kernel=DenseKernel()).double()
     kernel.load_state_dict(plain.state_dict())
     x = torch.randn(2, 7, 16, dtype=torch.float64)
@@ -80,32 +122,50 @@ def test_multihead_attention_with_a_kernel_equals_the_built_in_path() -> None:
         got, weights = kernel(x, key_padding_mask=padding, causal=causal)
         assert weights is None
         torch.testing.assert_close(got, expected)
+        _, expected_weights = plain(x, key_padding_mask=padding, causal=causal, need_weights=True)
+        _, weights = kernel(x, key_padding_mask=padding, causal=causal, need_weights=True)
+        torch.testing.assert_close(weights, expected_weights)
 
 
 def test_multihead_attention_refuses_what_a_kernel_cannot_do() -> None:
-    module = MultiHeadAttention(16, 4, kernel=DenseKernel())
+    """The kernel's capabilities decide, each refusal in one line; the dense kernel takes
+    everything."""
     x = torch.randn(1, 5, 16)
-    with pytest.raises(ValueError, match="returns no weights"):
-        module(x, need_weights=True)
-    with pytest.raises(ValueError, match="takes no mask"):
-        module(x, mask=torch.ones(5, 5, dtype=torch.bool))
-    with pytest.raises(ValueError, match="pass the window"):
-        module(x, window=2)
-    with pytest.raises(ValueError, match="scaled_dot score"):
-        MultiHeadAttention(16, 4, normalizer="relu", kernel=DenseKernel())(x)
+    linformer = MultiHeadAttention(16, 4, kernel=build_kernel("linformer", max_len=8))
+    with pytest.raises(ValueError, match=r"^attention kernel 'linformer' cannot return attention "):
+        linformer(x, need_weights=True)
+    linear = MultiHeadAttention(16, 4, kernel=build_kernel("linear"))
+    with pytest.raises(ValueError, match=r"^attention kernel 'linear' cannot take a mask"):
+        linear(x, mask=torch.ones(5, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"^attention kernel 'linear' cannot take a window"):
+        linear(x, window=2)
+    with pytest.raises(ValueError, match=r"^attention kernel 'linformer' cannot decode from a KV"):
+        linformer(x, cache=KVCache())
+    with pytest.raises(ValueError, match="'linear' cannot use another score, normaliser"):
+        MultiHeadAttention(16, 4, normalizer="relu", kernel=build_kernel("linear"))
+    with pytest.raises(ValueError, match="'linear' cannot use another score, normaliser"):
+        MultiHeadAttention(16, 4, include_self=False, kernel=build_kernel("linear"))
+    with pytest.raises(ValueError, match="'window' cannot share key/value heads"):
+        MultiHeadAttention(16, 4, num_kv_heads=2, kernel=build_kernel("window", window=2))
+    with pytest.raises(TypeError, match="kernel must be an AttentionKernel"):
+        MultiHeadAttention(16, 4, kernel=torch.nn.Identity())
+    dense = MultiHeadAttention(16, 4, normalizer="relu", num_kv_heads=2, kernel=DenseKernel())
+    out, weights = dense(x, mask=torch.ones(5, 5, dtype=torch.bool), window=2, need_weights=True)
+    assert out.shape == (1, 5, 16) and weights is not None and weights.shape == (1, 5, 5)
 
 
 def test_encoder_builds_one_kernel_per_block() -> None:
     torch.manual_seed(0)
-    plain = Encoder(16, 4, 2, 32).eval()
-    kernels = Encoder(16, 4, 2, 32, attention="dense", attention_options={"dropout": 0.0}).eval()
+    plain = Encoder(StackConfig(16, 4, 32, num_layers=2)).eval()
+    options = {"dropout": 0.0}
+    kernels = Encoder(StackConfig(16, 4, 32, num_layers=2, attention_options=options)).eval()
     kernels.load_state_dict(plain.state_dict())
     blocks = [layer.self_attn.kernel for layer in kernels.layers]
     assert all(isinstance(b, DenseKernel) for b in blocks) and blocks[0] is not blocks[1]
     x = torch.randn(2, 6, 16)
     torch.testing.assert_close(kernels(x).last_hidden_state, plain(x).last_hidden_state)
     with pytest.raises(ValueError, match="unknown attention kernel"):
-        Encoder(16, 4, 2, 32, attention="quadratic-please")
+        Encoder(StackConfig(16, 4, 32, num_layers=2, attention="quadratic-please"))
 
 
 def test_model_config_names_the_variant() -> None:
@@ -169,15 +229,22 @@ def test_every_kernel_ignores_whatever_the_padding_holds(name: str, fill: float)
     kernel = _padded_kernel(name, length)
     for causal in (False, True) if kernel.supports_causal else (False,):
         zeros = (_fill_padding(t, pad, 0.0) for t in (q, k, v))
-        expected = kernel(*zeros, key_padding_mask=pad, causal=causal)
+        expected, _ = kernel(*zeros, key_padding_mask=pad, causal=causal)
         assert torch.isfinite(expected[real]).all()
         filled = [_fill_padding(t, pad, fill).requires_grad_() for t in (q, k, v)]
-        got = kernel(*filled, key_padding_mask=pad, causal=causal)
+        got, _ = kernel(*filled, key_padding_mask=pad, causal=causal)
         torch.testing.assert_close(got[real], expected[real], rtol=1e-10, atol=1e-12)
         # Finite queries everywhere: the keys' and values' gradients stay finite too.
         filled[0] = q.detach().requires_grad_()
-        out = kernel(*filled, key_padding_mask=pad, causal=causal)
+        out, _ = kernel(*filled, key_padding_mask=pad, causal=causal)
         torch.testing.assert_close(out[real], expected[real], rtol=1e-10, atol=1e-12)
         out[real].sum().backward()
         grads = [t.grad for t in filled if t.grad is not None]  # shared-QK LSH ignores k
         assert len(grads) >= 2 and all(bool(torch.isfinite(g).all()) for g in grads)
+        if kernel.supports_weights:  # an attention map of padded input: the same real rows
+            zeros = (_fill_padding(t, pad, 0.0) for t in (q, k, v))
+            _, clean = kernel(*zeros, key_padding_mask=pad, causal=causal, need_weights=True)
+            _, weights = kernel(*filled, key_padding_mask=pad, causal=causal, need_weights=True)
+            assert clean is not None and weights is not None
+            rows = real[..., :1].expand(2, 3, length, length)
+            torch.testing.assert_close(weights[rows], clean[rows], rtol=1e-10, atol=1e-12)

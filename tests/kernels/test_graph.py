@@ -10,7 +10,12 @@ import torch
 
 from selfattn.attention import adjacency_mask, attention
 from selfattn.bench.memory import measure_memory
-from selfattn.kernels.graph import dense_to_edge_index, edge_attention
+from selfattn.kernels.graph import (
+    dense_to_edge_index,
+    edge_attention,
+    edge_attention_weights,
+    edge_weights_to_dense,
+)
 
 F64 = torch.float64
 H, D = 3, 5
@@ -60,6 +65,30 @@ def test_equals_dense_attention_under_the_adjacency_mask() -> None:
     mask = adjacency_mask(edge_index, num_nodes, self_loops=False)
     _assert_same_with_grads(out, _dense(q, k, v, mask), (q, k, v))
     assert torch.equal(out[3], torch.zeros_like(out[3]))  # no incoming edge: zeros
+
+
+def test_edge_weights_are_the_dense_weights_on_the_graphs_own_edges() -> None:
+    """The node × node map: the dense weights under the adjacency mask, zero off the
+    edges, and ``map[h] @ v[:, h]`` is each head's output."""
+    num_nodes = 15
+    edge_index = _random_graph(num_nodes)
+    q, k, v = (t.detach() for t in _nodes(num_nodes))
+    bias = torch.randn(edge_index.shape[1], H, dtype=F64)
+    weights = edge_attention_weights(q, k, edge_index, edge_bias=bias)
+    assert weights.shape == (edge_index.shape[1], H)
+    dense = edge_weights_to_dense(weights, edge_index, num_nodes)  # (H, N, N)
+    out = edge_attention(q, k, v, edge_index, edge_bias=bias)
+    torch.testing.assert_close(torch.einsum("hij,jhd->ihd", dense, v), out, rtol=0, atol=1e-12)
+    mask = adjacency_mask(edge_index, num_nodes, self_loops=False)
+    assert torch.all(dense[:, ~mask] == 0)
+    additive = torch.full((H, num_nodes, num_nodes), -math.inf, dtype=F64)
+    additive[:, edge_index[1], edge_index[0]] = bias.T
+    batched = (t.transpose(0, 1)[None] for t in (q, k, v))
+    _, expected = attention(*batched, mask=additive[None], need_weights=True)
+    assert expected is not None
+    torch.testing.assert_close(dense, expected[0], rtol=0, atol=1e-12)
+    row_sums = dense.sum(-1)  # 1 for a node with incoming edges, 0 for nodes 3 and 4
+    torch.testing.assert_close(row_sums, mask.any(dim=1).to(F64).expand(H, -1))
 
 
 def test_edge_bias_is_an_additive_mask() -> None:

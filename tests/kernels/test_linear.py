@@ -43,7 +43,7 @@ def _explicit(
 @pytest.mark.parametrize("causal", [False, True])
 def test_matches_the_explicit_formula(causal: bool) -> None:
     q, k, v = _qkv()
-    out = LinearKernel()(q, k, v, causal=causal)
+    out = LinearKernel()(q, k, v, causal=causal)[0]
     torch.testing.assert_close(out, _explicit(q, k, v, causal), rtol=0, atol=1e-12)
 
 
@@ -51,7 +51,7 @@ def test_matches_the_explicit_formula(causal: bool) -> None:
 def test_recurrent_equals_chunked_causal(chunk_size: int) -> None:
     q, k, v = _qkv()
     kernel = LinearKernel(chunk_size=chunk_size)
-    parallel = kernel(q, k, v, causal=True)
+    parallel = kernel(q, k, v, causal=True)[0]
     recurrent = kernel.recurrent(q, k, v)
     torch.testing.assert_close(parallel, recurrent, rtol=0, atol=1e-12)
     torch.testing.assert_close(parallel, _explicit(q, k, v, causal=True), rtol=0, atol=1e-12)
@@ -73,7 +73,7 @@ def test_causal_with_fewer_queries_is_bottom_right_aligned() -> None:
     out = causal_linear_attention(
         elu_feature_map(q[:, :, -10:]), elu_feature_map(k), v, chunk_size=4
     )
-    full = LinearKernel()(q, k, v, causal=True)
+    full = LinearKernel()(q, k, v, causal=True)[0]
     torch.testing.assert_close(out, full[:, :, -10:], rtol=0, atol=1e-12)
 
 
@@ -84,8 +84,8 @@ def test_causal_output_ignores_the_future() -> None:
     k2[:, :, t:] += 5 * torch.randn_like(k2[:, :, t:])
     v2[:, :, t:] += 5 * torch.randn_like(v2[:, :, t:])
     kernel = LinearKernel(chunk_size=8)
-    before = kernel(q, k, v, causal=True)[:, :, :t]
-    after = kernel(q, k2, v2, causal=True)[:, :, :t]
+    before = kernel(q, k, v, causal=True)[0][:, :, :t]
+    after = kernel(q, k2, v2, causal=True)[0][:, :, :t]
     torch.testing.assert_close(before, after, rtol=0, atol=1e-12)
 
 
@@ -99,8 +99,8 @@ def test_padded_keys_contribute_nothing(causal: bool) -> None:
     k2[pad[:, None].expand(B, H, L)] = 100.0
     v2[pad[:, None].expand(B, H, L)] = float("nan")
     kernel = LinearKernel(chunk_size=8)
-    out = kernel(q, k, v, key_padding_mask=pad, causal=causal)
-    torch.testing.assert_close(out, kernel(q, k2, v2, key_padding_mask=pad, causal=causal))
+    out = kernel(q, k, v, key_padding_mask=pad, causal=causal)[0]
+    torch.testing.assert_close(out, kernel(q, k2, v2, key_padding_mask=pad, causal=causal)[0])
     torch.testing.assert_close(out, _explicit(q, k, v, causal, pad), rtol=0, atol=1e-12)
     if causal:
         recurrent = kernel.recurrent(q, k2, v2, key_padding_mask=pad)
@@ -113,7 +113,7 @@ def test_no_visible_key_gives_zero_and_finite_gradients() -> None:
     pad[0] = True  # nothing at all
     pad[1, :3] = True  # causal: the first three queries see nothing
     for causal in (False, True):
-        out = LinearKernel(chunk_size=3)(q, k, v, key_padding_mask=pad, causal=causal)
+        out = LinearKernel(chunk_size=3)(q, k, v, key_padding_mask=pad, causal=causal)[0]
         assert torch.all(out[0] == 0)
         if causal:
             assert torch.all(out[1, :, :3] == 0)

@@ -23,7 +23,7 @@ def test_is_softmax_attention_over_projected_keys() -> None:
     kernel = LinformerKernel(max_len=MAX_LEN, proj_dim=K).double()
     e, f = kernel.key_proj[:, :20], kernel.value_proj[:, :20]  # the first S columns
     weights = torch.softmax(q @ (e @ k).transpose(-1, -2) / math.sqrt(D), dim=-1)
-    torch.testing.assert_close(kernel(q, k, v), weights @ (f @ v))
+    torch.testing.assert_close(kernel(q, k, v)[0], weights @ (f @ v))
 
 
 def test_padded_keys_contribute_nothing() -> None:
@@ -35,8 +35,8 @@ def test_padded_keys_contribute_nothing() -> None:
     k2[pad[:, None].expand(B, H, 20)] = 1e3
     v2[pad[:, None].expand(B, H, 20)] = float("nan")
     kernel = LinformerKernel(max_len=MAX_LEN, proj_dim=K).double()
-    out = kernel(q, k, v, key_padding_mask=pad)
-    torch.testing.assert_close(out, kernel(q, k2, v2, key_padding_mask=pad))
+    out = kernel(q, k, v, key_padding_mask=pad)[0]
+    torch.testing.assert_close(out, kernel(q, k2, v2, key_padding_mask=pad)[0])
 
 
 def test_longer_than_max_len_is_refused() -> None:
@@ -48,14 +48,16 @@ def test_longer_than_max_len_is_refused() -> None:
 
 def test_causal_is_refused() -> None:
     q, k, v = _qkv(8)
-    with pytest.raises(ValueError, match="'linformer' does not support causal"):
+    with pytest.raises(
+        ValueError, match=r"^attention kernel 'linformer' cannot attend causally: [^\n]+$"
+    ):
         LinformerKernel(max_len=MAX_LEN).double()(q, k, v, causal=True)
 
 
 def test_projections_learn_and_can_be_shared() -> None:
     q, k, v = (t.requires_grad_() for t in _qkv(10))
     kernel = LinformerKernel(max_len=MAX_LEN, proj_dim=K).double()
-    kernel(q, k, v).sum().backward()
+    kernel(q, k, v)[0].sum().backward()
     assert kernel.key_proj.grad is not None and kernel.key_proj.grad[:, 10:].abs().sum() == 0
     assert kernel.value_proj.grad is not None
     shared = LinformerKernel(max_len=MAX_LEN, proj_dim=K, share_kv=True)

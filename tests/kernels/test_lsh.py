@@ -48,7 +48,7 @@ def _dense_shared_qk(
 def test_one_bucket_equals_full_attention(causal: bool, num_hashes: int) -> None:
     q, k, v = _qkv()
     kernel = LSHKernel(num_buckets=1, num_hashes=num_hashes, chunk_size=64)
-    out = kernel(q, k, v, causal=causal)
+    out = kernel(q, k, v, causal=causal)[0]
     torch.testing.assert_close(out, _dense_shared_qk(q, v, causal=causal), rtol=0, atol=1e-10)
 
 
@@ -63,11 +63,11 @@ def test_reference_is_dense_shared_qk_attention(causal: bool) -> None:
     real = ~pad[:, None, :, None].expand_as(reference)
     expected = _dense_shared_qk(q, v, causal=causal, pad=pad)
     torch.testing.assert_close(reference[real], expected[real], rtol=0, atol=1e-12)
-    out = kernel(q, k, v, key_padding_mask=pad, causal=causal)
+    out = kernel(q, k, v, key_padding_mask=pad, causal=causal)[0]
     torch.testing.assert_close(out[real], reference[real], rtol=0, atol=1e-10)
     unshared = LSHKernel(num_buckets=1, chunk_size=64, shared_qk=False)
     torch.testing.assert_close(
-        unshared(q, k, v, causal=causal), unshared.reference(q, k, v, causal=causal)
+        unshared(q, k, v, causal=causal)[0], unshared.reference(q, k, v, causal=causal)
     )
 
 
@@ -80,7 +80,7 @@ def test_one_bucket_with_padding_equals_full_attention_on_real_tokens() -> None:
     q2[pad[:, None].expand(B, H, L)] = 7.0  # padded queries (the keys) changed too
     v2[pad[:, None].expand(B, H, L)] = float("nan")
     kernel = LSHKernel(num_buckets=1, num_hashes=2, chunk_size=64)
-    out = kernel(q2, k, v2, key_padding_mask=pad)
+    out = kernel(q2, k, v2, key_padding_mask=pad)[0]
     real = ~pad[:, None, :, None].expand_as(out)
     expected = _dense_shared_qk(q, v, pad=pad)
     torch.testing.assert_close(out[real], expected[real], rtol=0, atol=1e-10)
@@ -92,7 +92,7 @@ def test_chunks_attend_to_themselves_and_the_previous_chunk() -> None:
     chunk = 8  # one bucket: sorted order is position order
     block = torch.arange(L) // chunk
     allowed = (block[:, None] - block[None, :] >= 0) & (block[:, None] - block[None, :] <= 1)
-    out = LSHKernel(num_buckets=1, num_hashes=1, chunk_size=chunk)(q, k, v)
+    out = LSHKernel(num_buckets=1, num_hashes=1, chunk_size=chunk)(q, k, v)[0]
     torch.testing.assert_close(out, _dense_shared_qk(q, v, allowed), rtol=0, atol=1e-10)
 
 
@@ -111,7 +111,7 @@ def test_single_chunk_attends_within_buckets(shared_qk: bool) -> None:
         scores = (q @ k.transpose(-1, -2) / math.sqrt(D)).masked_fill(~allowed, -math.inf)
         weights = torch.softmax(scores, dim=-1).nan_to_num()  # a query alone in its bucket: 0
         expected = weights @ v
-    torch.testing.assert_close(kernel(q, k, v), expected, rtol=0, atol=1e-10)
+    torch.testing.assert_close(kernel(q, k, v)[0], expected, rtol=0, atol=1e-10)
 
 
 def test_hash_buckets_is_argmax_over_both_signs() -> None:
@@ -129,7 +129,7 @@ def test_approximate_attention_respects_causality_and_padding() -> None:
     kernel = LSHKernel(num_buckets=4, num_hashes=2, chunk_size=8)
     pad = torch.zeros(B, 64, dtype=torch.bool)
     pad[0, 50:] = True
-    out = kernel(q, k, v, causal=True, key_padding_mask=pad)
+    out = kernel(q, k, v, causal=True, key_padding_mask=pad)[0]
     t = 30
     q2, v2 = q.clone(), v.clone()
     q2[:, :, t:] = torch.randn_like(q2[:, :, t:])
@@ -138,17 +138,41 @@ def test_approximate_attention_respects_causality_and_padding() -> None:
     # padded away: then the earlier tokens' chunks are the same in both runs.
     late = pad.clone()
     late[:, t:] = True
-    a = kernel(q, k, v, causal=True, key_padding_mask=late)[:, :, :t]
-    b = kernel(q2, k, v2, causal=True, key_padding_mask=late)[:, :, :t]
+    a = kernel(q, k, v, causal=True, key_padding_mask=late)[0][:, :, :t]
+    b = kernel(q2, k, v2, causal=True, key_padding_mask=late)[0][:, :, :t]
     torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("shared_qk", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+def test_weights_over_chunks_and_rounds_times_values_is_the_output(
+    causal: bool, shared_qk: bool
+) -> None:
+    """Each round's chunk weights, scattered to their positions and combined as the rounds
+    are, are the softmax weights each query gave the keys it met: ``weights @ V = out``."""
+    q, k, v = _qkv(40)
+    pad = torch.zeros(B, 40, dtype=torch.bool)
+    pad[1, 25:] = True
+    kernel = LSHKernel(num_buckets=4, num_hashes=3, chunk_size=4, shared_qk=shared_qk)
+    out, weights = kernel(q, k, v, causal=causal, key_padding_mask=pad, need_weights=True)
+    assert weights is not None and weights.shape == (B, H, 40, 40)
+    torch.testing.assert_close(weights @ v, out, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(out, kernel(q, k, v, causal=causal, key_padding_mask=pad)[0])
+    assert torch.all(weights >= 0) and torch.all(weights.masked_select(pad[:, None, None]) == 0)
+    found = weights.sum(-1)[~pad[:, None, :].expand(B, H, 40)]  # real queries find a key
+    torch.testing.assert_close(found[found > 0], torch.ones_like(found[found > 0]))
+    if causal:
+        assert torch.all(weights.triu(diagonal=1) == 0)
+    sparse = (weights > 0).sum(-1).max()
+    assert sparse <= 3 * 2 * 4  # rounds × (own chunk + previous chunk)
 
 
 def test_gradients_are_finite_with_padding_and_empty_rounds() -> None:
     q, k, v = (t.requires_grad_() for t in _qkv(40))
     pad = torch.zeros(B, 40, dtype=torch.bool)
     pad[1, 10:] = True
-    out = LSHKernel(num_buckets=8, num_hashes=3, chunk_size=4)(q, k, v, key_padding_mask=pad)
+    out = LSHKernel(num_buckets=8, num_hashes=3, chunk_size=4)(q, k, v, key_padding_mask=pad)[0]
     out.sum().backward()
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, v))
 
@@ -161,7 +185,7 @@ def test_default_buckets_follow_the_paper() -> None:
 def test_options_are_checked() -> None:
     with pytest.raises(ValueError, match="1 or even"):
         LSHKernel(num_buckets=3)
-    with pytest.raises(ValueError, match="T == S"):
+    with pytest.raises(ValueError, match="'lsh' cannot attend from T queries to S != T keys"):
         LSHKernel()(torch.randn(1, 1, 4, D), torch.randn(1, 1, 5, D), torch.randn(1, 1, 5, D))
     kernel = build_kernel("lsh", num_hashes=2, head_dim=D, max_len=100)
     assert isinstance(kernel, LSHKernel) and kernel.num_hashes == 2
@@ -173,7 +197,7 @@ def test_options_are_checked() -> None:
 def test_redraw_changes_the_rotations() -> None:
     q, k, v = _qkv(64)
     kernel = LSHKernel(num_buckets=8, num_hashes=1, chunk_size=8)
-    first = kernel(q, k, v)
-    torch.testing.assert_close(kernel(q, k, v), first)  # deterministic
+    first = kernel(q, k, v)[0]
+    torch.testing.assert_close(kernel(q, k, v)[0], first)  # deterministic
     kernel.redraw()
-    assert not torch.allclose(kernel(q, k, v), first)
+    assert not torch.allclose(kernel(q, k, v)[0], first)

@@ -39,7 +39,7 @@ def test_iterative_pinv_converges_to_the_inverse() -> None:
 def test_one_landmark_per_token_is_exact() -> None:
     q, k, v = _qkv()
     exact, _ = attention(q, k, v)
-    out = NystromKernel(num_landmarks=L, pinv_iterations=60)(q, k, v)
+    out = NystromKernel(num_landmarks=L, pinv_iterations=60)(q, k, v)[0]
     torch.testing.assert_close(out, exact, rtol=0, atol=1e-8)
 
 
@@ -51,7 +51,7 @@ def test_error_decreases_with_more_landmarks() -> None:
         per_sample = []
         for q, k, v in samples:
             exact, _ = attention(q, k, v)
-            per_sample.append(((kernel(q, k, v) - exact).norm() / exact.norm()).item())
+            per_sample.append(((kernel(q, k, v)[0] - exact).norm() / exact.norm()).item())
         errors.append(sum(per_sample) / len(per_sample))
     assert all(a > b for a, b in itertools.pairwise(errors)), errors
 
@@ -65,14 +65,15 @@ def test_padding_is_ignored_and_exact_with_one_landmark_per_token() -> None:
     for t in (q2, k2, v2):
         t[pad[:, None].expand(B, H, L)] = float("nan")
     kernel = NystromKernel(num_landmarks=L, pinv_iterations=60)
-    out = kernel(q2, k2, v2, key_padding_mask=pad)
+    out = kernel(q2, k2, v2, key_padding_mask=pad)[0]
     exact, _ = attention(q, k, v, key_padding_mask=pad)
     real = ~pad[:, None, :, None].expand_as(out)
     torch.testing.assert_close(out[real], exact[real], rtol=0, atol=1e-8)
     # Fewer landmarks than tokens: still independent of what the padding holds.
     kernel = NystromKernel(num_landmarks=8)
     torch.testing.assert_close(
-        kernel(q, k, v, key_padding_mask=pad)[real], kernel(q2, k2, v2, key_padding_mask=pad)[real]
+        kernel(q, k, v, key_padding_mask=pad)[0][real],
+        kernel(q2, k2, v2, key_padding_mask=pad)[0][real],
     )
 
 
@@ -81,7 +82,7 @@ def test_cross_attention_and_finite_gradients() -> None:
     k, v = (torch.randn(B, H, 30, D, dtype=F64, requires_grad=True) for _ in range(2))
     pad = torch.zeros(B, 30, dtype=torch.bool)
     pad[1, 12:] = True
-    out = NystromKernel(num_landmarks=5)(q, k, v, key_padding_mask=pad)
+    out = NystromKernel(num_landmarks=5)(q, k, v, key_padding_mask=pad)[0]
     assert out.shape == (B, H, 20, D)
     out.sum().backward()
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))
@@ -90,16 +91,18 @@ def test_cross_attention_and_finite_gradients() -> None:
 def test_convolution_skip() -> None:
     q, k, v = _qkv()
     kernel = NystromKernel(num_landmarks=8, conv_kernel_size=5, num_heads=H).double()
-    plain = NystromKernel(num_landmarks=8)(q, k, v)
+    plain = NystromKernel(num_landmarks=8)(q, k, v)[0]
     assert kernel.conv is not None
-    torch.testing.assert_close(kernel(q, k, v) - plain, kernel.conv(v))
+    torch.testing.assert_close(kernel(q, k, v)[0] - plain, kernel.conv(v))
     with pytest.raises(ValueError, match="needs num_heads"):
         NystromKernel(conv_kernel_size=5)
 
 
 def test_options_are_checked() -> None:
     q, k, v = _qkv(8)
-    with pytest.raises(ValueError, match="'nystrom' does not support causal"):
+    with pytest.raises(
+        ValueError, match=r"^attention kernel 'nystrom' cannot attend causally: [^\n]+$"
+    ):
         NystromKernel()(q, k, v, causal=True)
     kernel = build_kernel("nystrom", num_landmarks=16, head_dim=D, max_len=100)
     assert isinstance(kernel, NystromKernel) and kernel.num_landmarks == 16

@@ -53,7 +53,7 @@ def test_error_decreases_with_more_features() -> None:
         per_seed = []
         for seed in range(4):
             kernel = PerformerKernel(head_dim=D, num_features=num_features, seed=seed).double()
-            out = kernel(q, k, v)
+            out = kernel(q, k, v)[0]
             per_seed.append(((out - exact).norm() / exact.norm()).item())
         errors.append(sum(per_seed) / len(per_seed))
     assert all(a > b for a, b in itertools.pairwise(errors)), errors
@@ -70,7 +70,7 @@ def test_matches_linear_attention_with_its_features(causal: bool) -> None:
     if causal:
         sim = sim.tril()
     expected = sim @ v / sim.sum(dim=-1, keepdim=True)
-    torch.testing.assert_close(kernel(q, k, v, causal=causal), expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(kernel(q, k, v, causal=causal)[0], expected, rtol=0, atol=1e-12)
 
 
 def test_causal_output_ignores_the_future() -> None:
@@ -80,8 +80,8 @@ def test_causal_output_ignores_the_future() -> None:
     k2[:, :, t:] += torch.randn_like(k2[:, :, t:])
     v2[:, :, t:] += 5 * torch.randn_like(v2[:, :, t:])
     kernel = PerformerKernel(head_dim=D, num_features=64, chunk_size=8).double()
-    before = kernel(q, k, v, causal=True)[:, :, :t]
-    after = kernel(q, k2, v2, causal=True)[:, :, :t]
+    before = kernel(q, k, v, causal=True)[0][:, :, :t]
+    after = kernel(q, k2, v2, causal=True)[0][:, :, :t]
     torch.testing.assert_close(before, after, rtol=0, atol=1e-12)
 
 
@@ -95,18 +95,18 @@ def test_padded_keys_contribute_nothing(causal: bool) -> None:
     k2[pad[:, None].expand(B, H, L)] = 50.0  # would dominate the stabilising max
     v2[pad[:, None].expand(B, H, L)] = float("nan")
     kernel = PerformerKernel(head_dim=D, num_features=64).double()
-    out = kernel(q, k, v, key_padding_mask=pad, causal=causal)
-    out2 = kernel(q, k2, v2, key_padding_mask=pad, causal=causal)
+    out = kernel(q, k, v, key_padding_mask=pad, causal=causal)[0]
+    out2 = kernel(q, k2, v2, key_padding_mask=pad, causal=causal)[0]
     torch.testing.assert_close(out, out2, rtol=0, atol=1e-12)
     # Padding at the end equals the shorter sequence.
-    short = kernel(q[:1, :, :30], k[:1, :, :30], v[:1, :, :30], causal=causal)
+    short = kernel(q[:1, :, :30], k[:1, :, :30], v[:1, :, :30], causal=causal)[0]
     torch.testing.assert_close(out[:1, :, :30], short, rtol=0, atol=1e-12)
 
 
 def test_all_padded_gives_zero_and_finite_gradients() -> None:
     q, k, v = (t.requires_grad_() for t in _qkv(length=6))
     pad = torch.ones(B, 6, dtype=torch.bool)
-    out = PerformerKernel(head_dim=D, num_features=16).double()(q, k, v, key_padding_mask=pad)
+    out = PerformerKernel(head_dim=D, num_features=16).double()(q, k, v, key_padding_mask=pad)[0]
     assert torch.all(out == 0)
     out.sum().backward()
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))
@@ -124,7 +124,7 @@ def test_features_are_seeded_saved_and_redrawn() -> None:
 
 def test_float32_stays_finite_for_large_inputs() -> None:
     q, k, v = (20 * torch.randn(1, 1, 64, D) for _ in range(3))
-    out = PerformerKernel(head_dim=D, num_features=64)(q, k, v)
+    out = PerformerKernel(head_dim=D, num_features=64)(q, k, v)[0]
     assert torch.isfinite(out).all()
 
 

@@ -60,7 +60,7 @@ def test_equals_dense_attention_with_window(
     q, k, v = _inputs(length)
     pad = _padding(length, window) if padded else None
     kernel = build_kernel("window", window=window, block_size=block)
-    out = kernel(q, k, v, key_padding_mask=pad, causal=causal)
+    out = kernel(q, k, v, key_padding_mask=pad, causal=causal)[0]
     expected, _ = attention(q, k, v, window=window, causal=causal, key_padding_mask=pad)
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-10)
     grad_out = torch.randn_like(out)
@@ -84,7 +84,7 @@ def test_equals_sdpa_under_reference_mask(
     has_key = allowed.any(dim=-1, keepdim=True)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed | ~has_key)
     expected = expected.masked_fill(~has_key, 0.0)
-    out = kernel(q, k, v, key_padding_mask=pad, causal=causal)
+    out = kernel(q, k, v, key_padding_mask=pad, causal=causal)[0]
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-10)
 
 
@@ -94,7 +94,7 @@ def test_equals_its_reference(causal: bool) -> None:
     pad = _padding(45, 4)
     kernel = WindowKernel(4, block_size=16)
     torch.testing.assert_close(
-        kernel(q, k, v, key_padding_mask=pad, causal=causal),
+        kernel(q, k, v, key_padding_mask=pad, causal=causal)[0],
         kernel.reference(q, k, v, key_padding_mask=pad, causal=causal),
         rtol=0,
         atol=1e-10,
@@ -144,9 +144,9 @@ def test_dropout_only_in_training() -> None:
     q, k, v = (t.detach() for t in _inputs(33))
     kernel = WindowKernel(4, dropout=0.5)
     plain = window_attention(q, k, v, 4)
-    dropped = kernel(q, k, v)
+    dropped = kernel(q, k, v)[0]
     assert torch.isfinite(dropped).all() and not torch.allclose(dropped, plain)
-    torch.testing.assert_close(kernel.eval()(q, k, v), plain, rtol=0, atol=0)
+    torch.testing.assert_close(kernel.eval()(q, k, v)[0], plain, rtol=0, atol=0)
 
 
 def test_registered_with_its_properties() -> None:
@@ -163,10 +163,17 @@ def test_errors() -> None:
         WindowKernel(-1)
     with pytest.raises(ValueError, match="block_size must be >= 1"):
         WindowKernel(3, block_size=0)
+    longer = torch.randn(1, 2, 12, 4)
+    with pytest.raises(ValueError, match="'window' cannot attend from T queries to S != T keys"):
+        WindowKernel(3)(q, longer, longer)
     with pytest.raises(ValueError, match="self-attention: q and k lengths differ"):
-        WindowKernel(3)(q, torch.randn(1, 2, 12, 4), torch.randn(1, 2, 12, 4))
-    with pytest.raises(ValueError, match="agree in batch and heads"):
+        window_attention(q, longer, longer, 3)
+    with pytest.raises(ValueError, match="'window' cannot share key/value heads"):
         WindowKernel(3)(q, torch.randn(1, 1, 10, 4), torch.randn(1, 1, 10, 4))
+    with pytest.raises(ValueError, match="q's heads be a multiple of k's"):
+        WindowKernel(3)(q, torch.randn(1, 3, 10, 4), torch.randn(1, 3, 10, 4))
+    with pytest.raises(ValueError, match="as many key/value heads as query heads"):
+        window_attention(q, q[:, :1], q[:, :1], 3)
     with pytest.raises(ValueError, match="window must be a non-negative int"):
         window_attention(q, q, q, -2)
     with pytest.raises(ValueError, match="implementation must be"):
@@ -251,7 +258,7 @@ def test_no_quadratic_allocation_forward_and_backward() -> None:
     length, window, heads, head_dim = 8192, 64, 2, 32
     q, k, v = (torch.randn(1, heads, length, head_dim, requires_grad=True) for _ in range(3))
     kernel = WindowKernel(window)
-    ours = measure_memory(lambda: kernel(q, k, v).sum().backward())
+    ours = measure_memory(lambda: kernel(q, k, v)[0].sum().backward())
     dense = measure_memory(lambda: attention(q, k, v, window=window)[0].sum().backward())
     square = length * length * 4
     assert ours.largest < square / 16, f"largest allocation {ours.largest} B"

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from selfattn.attention import MultiHeadAttention
-from selfattn.models import Conformer, Decoder, Encoder
-from selfattn.models.seq2seq import Seq2SeqTransformer
+from selfattn.models import Conformer, Decoder, Encoder, StackConfig
+from selfattn.models.seq2seq import Seq2SeqTransformer, decoder_like
 from selfattn.tasks import ModelConfig, build_model
 
 
@@ -18,14 +18,21 @@ def _attention_and_other_dropouts(model: torch.nn.Module) -> tuple[set[float], s
     return weights, others
 
 
+def _config(**options: object) -> StackConfig:
+    return StackConfig(16, 2, 32, num_layers=2, conv_kernel_size=3, **options)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     "make",
     [
-        lambda **kw: Encoder(16, 2, 2, 32, **kw),
-        lambda **kw: Decoder(16, 2, 2, 32, **kw),
-        lambda **kw: Conformer(16, 2, 2, 32, conv_kernel_size=3, **kw),
+        lambda **kw: Encoder(_config(**kw)),
+        lambda **kw: Decoder(_config(**kw)),
+        lambda **kw: Conformer(_config(**kw)),
         lambda **kw: Seq2SeqTransformer(
-            target_vocab_size=20, source_vocab_size=20, embed_dim=16, **kw
+            _config(**kw),
+            decoder_like(_config(**kw)),
+            target_vocab_size=20,
+            source_vocab_size=20,
         ),
     ],
 )
@@ -47,7 +54,7 @@ def test_no_attention_dropout_keeps_the_fused_kernel_in_training(
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
-    encoder = Encoder(16, 2, 2, 32, dropout=0.3, attention_dropout=0.0).train()
+    encoder = Encoder(_config(dropout=0.3, attention_dropout=0.0)).train()
     encoder(torch.randn(2, 5, 16))
     assert seen == [0.0, 0.0]  # one fused call per block, no dropout inside it
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from selfattn.attention import adjacency_mask, padding_mask
 from selfattn.blocks import EncoderBlock
-from selfattn.models import Decoder, Encoder
+from selfattn.models import Decoder, Encoder, StackConfig
 from selfattn.positional import POSITIONAL, AbsolutePositional, RelativePositional
 
 B, L, T, S, E, H, FFN = 2, 8, 6, 5, 16, 4, 32
@@ -18,7 +18,12 @@ RELATIVE = sorted(set(POSITIONAL) - set(ABSOLUTE))
 
 
 def _encoder(num_layers: int = 2, **options: object) -> Encoder:
-    return Encoder(E, H, num_layers, FFN, max_len=32, **options).eval()  # type: ignore[arg-type]
+    config = StackConfig(E, H, FFN, num_layers=num_layers, max_len=32, **options)  # type: ignore[arg-type]
+    return Encoder(config).eval()
+
+
+def _decoder(num_layers: int, **options: object) -> Decoder:
+    return Decoder(StackConfig(E, H, FFN, num_layers=num_layers, **options))  # type: ignore[arg-type]
 
 
 def _relative_encodings(encoder: Encoder) -> list[RelativePositional | None]:
@@ -172,8 +177,8 @@ def test_universal_transformer_shares_one_block() -> None:
 
 
 def test_universal_decoder_shares_one_block() -> None:
-    universal = Decoder(E, H, 3, FFN, share_weights=True)
-    assert _parameter_count(universal) == _parameter_count(Decoder(E, H, 1, FFN))
+    universal = _decoder(3, share_weights=True)
+    assert _parameter_count(universal) == _parameter_count(_decoder(1))
     output = universal(torch.randn(B, T, E), torch.randn(B, S, E))
     assert len(output.hidden_states) == 4
 
@@ -183,7 +188,7 @@ def test_universal_decoder_shares_one_block() -> None:
 
 @pytest.mark.parametrize("positional", [None, "learned", "rotary"])
 def test_decoder_does_not_leak_the_future(positional: str | None) -> None:
-    decoder = Decoder(E, H, 3, FFN, positional=positional, max_len=32).eval()
+    decoder = _decoder(3, positional=positional, max_len=32).eval()
     x, memory = torch.randn(B, T, E), torch.randn(B, S, E)
     before = decoder(x, memory).last_hidden_state
     for t in range(T - 1):
@@ -195,7 +200,7 @@ def test_decoder_does_not_leak_the_future(positional: str | None) -> None:
 
 
 def test_decoder_outputs_and_weights() -> None:
-    decoder = Decoder(E, H, 2, FFN, memory_dim=12, norm_first=True)
+    decoder = Decoder(StackConfig(E, H, FFN, num_layers=2, norm_first=True), memory_dim=12)
     assert decoder.norm is not None
     memory_padding = padding_mask(torch.tensor([S, 2]), S)
     output = decoder(
@@ -215,7 +220,7 @@ def test_decoder_outputs_and_weights() -> None:
 
 
 def test_decoder_memory_per_layer() -> None:
-    decoder = Decoder(E, H, 2, FFN).eval()
+    decoder = _decoder(2).eval()
     x = torch.randn(B, T, E)
     memories = [torch.randn(B, S, E), torch.randn(B, S, E)]
     output = decoder(x, memories).last_hidden_state
@@ -233,7 +238,7 @@ def test_decoder_memory_per_layer() -> None:
 
 
 def test_decoder_memory_list_of_wrong_length_is_refused() -> None:
-    decoder = Decoder(E, H, 2, FFN)
+    decoder = _decoder(2)
     with pytest.raises(ValueError, match="list of 3 tensors but the decoder has 2 layers"):
         decoder(torch.randn(B, T, E), [torch.randn(B, S, E)] * 3)
 
@@ -258,7 +263,7 @@ def test_bad_configuration_is_refused(
     config: dict[str, object] = {"embed_dim": E, "num_heads": H, "num_layers": 2, "ffn_dim": FFN}
     config.update(options)
     with pytest.raises(ValueError, match=message):
-        stack(**config)
+        stack(StackConfig(**config))  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- training
@@ -268,7 +273,8 @@ def test_tiny_encoder_learns_to_mark_the_maximum() -> None:
     """Label each token by whether it is the largest in its sequence: needs attention."""
     values = torch.randn(32, L, 1)
     labels = (values == values.max(dim=1, keepdim=True).values).squeeze(-1).long()
-    embed, encoder, head = nn.Linear(1, 32), Encoder(32, 4, 2, 64), nn.Linear(32, 2)
+    embed, head = nn.Linear(1, 32), nn.Linear(32, 2)
+    encoder = Encoder(StackConfig(32, 4, 64, num_layers=2))
     parameters = [*embed.parameters(), *encoder.parameters(), *head.parameters()]
     optimiser = torch.optim.Adam(parameters, lr=3e-3)
     accuracy = 0.0

@@ -3,12 +3,15 @@ the pointer output points, the copy output reaches out-of-vocabulary source word
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 import torch
 
 from selfattn.attention.cache import DecoderCache, KVCache
-from selfattn.data import seq2seq_collate
-from selfattn.models import Decoder
+from selfattn.data.batching import seq2seq_collate
+from selfattn.models import Decoder, StackConfig
 from selfattn.models.seq2seq import (
     BOS_ID,
     EOS_ID,
@@ -16,6 +19,7 @@ from selfattn.models.seq2seq import (
     PAD_ID,
     UNK_ID,
     Seq2SeqTransformer,
+    decoder_like,
 )
 
 POSITIONALS = [None, "sinusoidal", "learned", "floater", "rnn", "relative", "rotary", "alibi"]
@@ -26,9 +30,10 @@ POSITIONALS = [None, "sinusoidal", "learned", "floater", "rnn", "relative", "rot
 def test_decoder_cache_equals_full_recomputation(
     positional: str | None, share_weights: bool
 ) -> None:
-    decoder = Decoder(
-        16, 2, 2, 32, positional=positional, max_len=32, share_weights=share_weights
-    ).double()
+    config = StackConfig(
+        16, 2, 32, num_layers=2, positional=positional, max_len=32, share_weights=share_weights
+    )
+    decoder = Decoder(config).double()
     decoder.eval()
     x, memory = torch.randn(2, 7, 16).double(), torch.randn(2, 5, 16).double()
     memory_padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
@@ -46,7 +51,8 @@ def test_decoder_cache_equals_full_recomputation(
 
 
 def test_cache_chunks_and_reorder() -> None:
-    decoder = Decoder(16, 2, 2, 32, positional="rotary", max_len=32).double().eval()
+    config = StackConfig(16, 2, 32, num_layers=2, positional="rotary", max_len=32)
+    decoder = Decoder(config).double().eval()
     x, memory = torch.randn(3, 6, 16).double(), torch.randn(3, 4, 16).double()
     with torch.no_grad():
         full = decoder(x, memory).last_hidden_state
@@ -65,21 +71,31 @@ def test_static_cache_refuses_growth() -> None:
         cache.append(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))
 
 
-def _model(output: str, **options: object) -> Seq2SeqTransformer:
-    source = {"source_feature_dim": 2} if output == "pointer" else {"source_vocab_size": 30}
-    settings: dict[str, object] = {
-        "target_vocab_size": 20,
-        "embed_dim": 32,
-        "num_heads": 4,
-        "num_encoder_layers": 2,
-        "num_decoder_layers": 2,
-        "ffn_dim": 64,
-        "dropout": 0.0,
-        "output": output,
+#: The encoder of the tests' models (E=32, H=4, 2 layers, pre-LN, sinusoidal positions).
+STACK = StackConfig(32, 4, 64, num_layers=2, positional="sinusoidal", max_len=256, norm_first=True)
+
+
+def _model(
+    output: str,
+    *,
+    num_decoder_layers: int = 2,
+    max_len: int = 256,
+    source_positional: bool = True,
+    **options: object,
+) -> Seq2SeqTransformer:
+    source: dict[str, Any] = (
+        {"source_feature_dim": 2} if output == "pointer" else {"source_vocab_size": 30}
+    )
+    stack = replace(STACK, max_len=max_len)
+    encoder = stack if source_positional else replace(stack, positional=None)
+    return Seq2SeqTransformer(
+        encoder,
+        decoder_like(stack, num_layers=num_decoder_layers),
+        target_vocab_size=20,
+        output=output,  # type: ignore[arg-type]
         **source,
-        **options,
-    }
-    return Seq2SeqTransformer(**settings).eval()  # type: ignore[arg-type]
+        **options,  # type: ignore[arg-type]
+    ).eval()
 
 
 @pytest.mark.parametrize("output", ["vocab", "pointer", "copy"])
@@ -149,9 +165,11 @@ def test_source_positional_off_makes_the_encoder_a_set_encoder() -> None:
 
 def test_bad_inputs_are_one_line_errors() -> None:
     with pytest.raises(ValueError, match="exactly one"):
-        Seq2SeqTransformer(target_vocab_size=10)
+        Seq2SeqTransformer(STACK, decoder_like(STACK), target_vocab_size=10)
     with pytest.raises(ValueError, match="needs text input"):
-        Seq2SeqTransformer(target_vocab_size=10, source_feature_dim=2, output="copy")
+        Seq2SeqTransformer(
+            STACK, decoder_like(STACK), target_vocab_size=10, source_feature_dim=2, output="copy"
+        )
     with pytest.raises(ValueError, match="matching"):
         _model("vocab", cross_layers="matching", num_decoder_layers=1)
     model = _model("vocab", max_len=8)

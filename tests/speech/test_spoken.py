@@ -12,9 +12,9 @@ import pytest
 import soundfile
 
 from selfattn.data import load_dataset
-from selfattn.data.espeak import ESPEAK_SOURCE, Espeak
 from selfattn.data.recipes import RECIPES
-from selfattn.data.speech import (
+from selfattn.data.recipes.espeak import ESPEAK_SOURCE, Espeak
+from selfattn.data.recipes.speech import (
     TEST_VARIANTS,
     WORDS,
     SpokenSpec,
@@ -24,8 +24,8 @@ from selfattn.data.speech import (
     spoken_builder,
 )
 from selfattn.data.types import DataError, Example
+from selfattn.pipeline import token_error_rate
 from selfattn.speech import N_MELS, SAMPLE_RATE, STACK, num_frames, speech_vectors
-from selfattn.train.seq2seq_pipeline import token_error_rate
 
 #: 2 accents × 3 variants (one of each split), 2 utterances a voice: seconds to make.
 SMALL = SpokenSpec(per_voice=2, accents=("en", "en-us"), variants=("m1", "m6", "m3"))

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from selfattn.data import RECIPES, DataError, DatasetSplits, Recipe
-from selfattn.data.images import image_shape, pixel_examples
-from selfattn.data.lra import FASHION_MNIST_CLASSES, read_idx
-from selfattn.data.sources import InstalledSource
+from selfattn.data.fetch.sources import InstalledSource
+from selfattn.data.recipes.images import image_shape, pixel_examples
+from selfattn.data.recipes.lra import FASHION_MNIST_CLASSES, read_idx
 
 DIGITS = [str(d) for d in range(10)]
 

@@ -11,13 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from selfattn.data.seq2seq_collate import (
+from selfattn.data.batching.seq2seq_collate import (
     Seq2SeqBatch,
     Seq2SeqCollator,
     target_vocabulary,
 )
 from selfattn.data.types import Example
 from selfattn.data.vocab import Vocabulary
+from selfattn.models import StackConfig
 from selfattn.models.seq2seq import (
     BOS_ID,
     EOS_ID,
@@ -27,6 +28,7 @@ from selfattn.models.seq2seq import (
     OutputKind,
     Seq2SeqOutput,
     Seq2SeqTransformer,
+    decoder_like,
 )
 from selfattn.tasks.seq2seq_objectives import (
     SCHEDULES,
@@ -45,16 +47,16 @@ WORDS = [f"w{i}" for i in range(12)]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+#: One encoder layer, E=32, H=4, pre-LN, sinusoidal positions up to 256 tokens.
+STACK = StackConfig(32, 4, 64, num_layers=1, positional="sinusoidal", max_len=256, norm_first=True)
+
+
 def _model(output: OutputKind = "vocab", target_vocab_size: int = 9) -> Seq2SeqTransformer:
     return Seq2SeqTransformer(
+        STACK,
+        decoder_like(STACK, num_layers=2),
         target_vocab_size=target_vocab_size,
         source_vocab_size=len(WORDS) + 2,
-        embed_dim=32,
-        num_heads=4,
-        num_encoder_layers=1,
-        num_decoder_layers=2,
-        ffn_dim=64,
-        dropout=0.0,
         output=output,
     )
 
@@ -391,14 +393,10 @@ def test_copy_output_copies_words_outside_the_target_vocabulary() -> None:
         return collate([Example(tokens, None, tokens) for tokens in sources])
 
     model = Seq2SeqTransformer(
+        STACK,
+        decoder_like(STACK),
         target_vocab_size=len(target_vocab),
         source_vocab_size=len(source_vocab),
-        embed_dim=32,
-        num_heads=4,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        ffn_dim=64,
-        dropout=0.0,
         output="copy",
     )
     steps = 250

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from selfattn.data import Example
-from selfattn.data.seq2seq_collate import Seq2SeqCollator, target_vocabulary
+from selfattn.data.batching.seq2seq_collate import Seq2SeqCollator, target_vocabulary
 from selfattn.data.vocab import Vocabulary
 from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
 from selfattn.tasks.seq2seq import Seq2SeqObjective, nat_inputs

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from selfattn.data.specials import PAD_ID, UNK_ID
 from selfattn.data.types import Batch
-from selfattn.data.vocab import PAD_ID, UNK_ID
 from selfattn.tasks import ModelConfig, build_model
 from selfattn.tasks.embedding import InputEmbedding
 

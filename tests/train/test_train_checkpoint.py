@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from selfattn.pipeline import build_for_spec
 from selfattn.tasks import ModelConfig, TaskModel, build_model
 from selfattn.train import (
     Config,
@@ -71,7 +72,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert checkpoint.vocabs == VOCABS
     assert checkpoint.spec == model.spec
     assert checkpoint.optimizer_state is not None and checkpoint.scheduler_state is not None
-    rebuilt, _ = load_model(tmp_path / "ckpt")
+    rebuilt, _ = load_model(tmp_path / "ckpt", build=build_for_spec)
     for key, value in model.state_dict().items():
         assert torch.equal(rebuilt.state_dict()[key], value)
     assert not rebuilt.training
@@ -244,8 +245,12 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str, str]] = {
 }
 
 
+def _load_model(path: Path) -> Any:
+    return load_model(path, build=build_for_spec)
+
+
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
-@pytest.mark.parametrize("loader", [load_checkpoint, load_model], ids=["checkpoint", "model"])
+@pytest.mark.parametrize("loader", [load_checkpoint, _load_model], ids=["checkpoint", "model"])
 def test_damaged_checkpoints_are_one_line_errors_naming_the_file(
     tmp_path: Path, damage: str, loader: Callable[[Path], Any]
 ) -> None:
@@ -268,7 +273,7 @@ def test_weights_that_do_not_fit_the_model(tmp_path: Path) -> None:
         },
     )
     with pytest.raises(ValueError, match="do not fit the model") as info:
-        load_model(tmp_path)
+        load_model(tmp_path, build=build_for_spec)
     assert "\n" not in str(info.value)
 
 

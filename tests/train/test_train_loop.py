@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch
+from selfattn.pipeline import build_for_spec, evaluate, task_named
 from selfattn.tasks import ModelConfig, TaskSpec
 from selfattn.train import (
     METRICS_FILE,
@@ -25,7 +26,6 @@ from selfattn.train import (
     TrainConfig,
     TrainResult,
     WarmupDecay,
-    evaluate,
     load_checkpoint,
     load_model,
     train,
@@ -86,6 +86,7 @@ def _run(config: Config, **options: Any) -> TrainResult:
         SPEC,
         options.pop("train_batches", _train_batches),
         options.pop("dev_batches", _dev_batches),
+        objective=task_named(SPEC.task, config, SPEC),
         vocabs={"tokens": [str(i) for i in range(VOCAB)]},
         progress=False,
         **options,
@@ -119,7 +120,7 @@ def test_loss_decreases_and_metrics_have_one_line_per_epoch(tmp_path: Path) -> N
     assert lines[-1]["dev_accuracy"] > 0.9
     assert result.best is not None and not result.stopped_early
     # best/ holds the best epoch's model: evaluating it reproduces its dev accuracy.
-    best, checkpoint = load_model(tmp_path / "run" / "best")
+    best, checkpoint = load_model(tmp_path / "run" / "best", build=build_for_spec)
     assert checkpoint.state["epoch"] == result.best["epoch"]
     assert evaluate(best, DEV)["accuracy"] == result.best["dev_accuracy"]
     assert (tmp_path / "run" / "config.toml").is_file()
@@ -327,7 +328,10 @@ def test_sequence_task_with_feature_vectors(tmp_path: Path) -> None:
         batches.append(Batch(None, None, features, mask, labels))
     config = replace(_config(tmp_path / "run", epochs=6), model=replace(_config(tmp_path).model))
     spec = TaskSpec(task="sequence", num_labels=3, feature_dim=5, max_len=16)
-    result = train(config, spec, lambda epoch: batches, lambda: batches, progress=False)
+    objective = task_named(spec.task, config, spec)
+    result = train(
+        config, spec, lambda epoch: batches, lambda: batches, objective=objective, progress=False
+    )
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
     assert result.history[-1]["dev_accuracy"] > 0.8
     assert result.history[-1]["dev_count"] == 4 * BATCH

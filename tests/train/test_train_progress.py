@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from selfattn.data.types import Batch
+from selfattn.pipeline import task_named
 from selfattn.tasks import ModelConfig, TaskSpec
 from selfattn.train import Config, DataConfig, TrainConfig, train
 from selfattn.train import progress as progress_module
@@ -39,7 +40,15 @@ def _train(tmp_path: Path, progress: Any, epochs: int = 2) -> None:
         TrainConfig(epochs=epochs, warmup_steps=1, device="cpu"),
         run_dir=tmp_path / "run",
     )
-    train(config, SPEC, lambda epoch: BATCHES, lambda: BATCHES[:2], progress=progress)
+    objective = task_named(SPEC.task, config, SPEC)
+    train(
+        config,
+        SPEC,
+        lambda epoch: BATCHES,
+        lambda: BATCHES[:2],
+        objective=objective,
+        progress=progress,
+    )
 
 
 @pytest.mark.parametrize("progress", [True, "auto", False, "lines"])

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from selfattn.data.types import Batch
 from selfattn.positional import GRID_POSITIONAL
-from selfattn.tasks import ModelConfig, TaskModel, TaskSpec, build_model
+from selfattn.tasks import ModelConfig, SequenceClassifier, TaskModel, TaskSpec, build_model
 from selfattn.tasks.model import build_model_from_spec
 from selfattn.tasks.vision import CNN2DEncoder, ImageEmbedding
 from selfattn.vision import image_to_vectors
@@ -131,6 +131,19 @@ def test_image_models_fit_a_tiny_batch(config: ModelConfig) -> None:
 def test_vit_attention_maps_cover_the_patches() -> None:
     maps = _model(VIT).attention_maps(_batch(2))
     assert [tuple(m.shape) for m in maps] == [(2, 2, 16, 16)]
+
+
+def test_vit_with_a_class_token_reads_its_output() -> None:
+    """ViT's own pooling: a learned [CLS] vector before the patches, the head reads it."""
+    model = _model(replace(VIT, pooling="cls")).eval()
+    batch = _batch(2)
+    maps = model.attention_maps(batch)
+    assert [tuple(m.shape) for m in maps] == [(2, 2, 17, 17)]  # [CLS] + 16 patches
+    torch.testing.assert_close(maps[0].sum(-1), torch.ones(2, 2, 17))
+    x, mask = model.encoder_inputs(batch)
+    head = model.head
+    assert isinstance(head, SequenceClassifier)
+    torch.testing.assert_close(model(batch), head.proj(model.encoder(x, mask)[:, 0]))
 
 
 def test_task_spec_round_trip_with_image_shape() -> None:

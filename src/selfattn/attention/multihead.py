@@ -3,7 +3,9 @@
 Each head h has its own q^{i,h} = W^{q,h} a^i, k^{i,h}, v^{i,h}; head outputs b^{i,h} are
 concatenated and mixed by W^O: b^i = W^O [b^{i,1}; b^{i,2}; …]. All heads' projections
 are one ``nn.Linear`` each (``q_proj``, ``k_proj``, ``v_proj``), reshaped to
-``(B, H, L, D)`` and handed to :func:`selfattn.attention`.
+``(B, H, L, D)`` and handed to an attention kernel (:mod:`selfattn.kernels`): the dense
+one, :func:`selfattn.attention` itself, unless another is given. What the kernel cannot
+do (weights, masks, a cache, …) it refuses in one line.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.attention.cache import KVCache
-from selfattn.attention.functional import attention
 from selfattn.attention.normalizers import NormalizerFn
 from selfattn.attention.scores import AdditiveScore, ScoreFn, default_scale
+from selfattn.kernels.base import AttentionKernel, default_scores
+from selfattn.kernels.dense import DenseKernel
 from selfattn.positional.base import RelativePositional
 
 
@@ -33,16 +36,19 @@ class MultiHeadAttention(nn.Module):
             across groups of query heads (grouped-query; 1 = multi-query).
         head_dim: D per head (default E / H).
         bias: biases in the four projections.
-        dropout: dropout on the attention weights during training.
+        dropout: dropout on the attention weights during training, of the dense kernel
+            built when ``kernel`` is ``None`` (a kernel given brings its own).
         score: ``"scaled_dot"``, ``"dot"``, ``"additive"`` (a learned
             :class:`AdditiveScore`, shared by the heads) or a callable.
         normalizer: ``"softmax"``, ``"relu"``, ``"sigmoid"`` or a callable.
         include_self: False forbids each position attending to itself.
         positional: a :class:`~selfattn.positional.base.RelativePositional` acting inside
             attention (relative, rotary, ALiBi); ``None`` for none.
-        kernel: an attention variant from :mod:`selfattn.kernels` (window, linear,
-            Performer, Linformer, LSH, …) to compute attention instead of the dense
-            kernel; it takes the projected heads and returns no weights, mask or cache.
+        kernel: the :class:`~selfattn.kernels.AttentionKernel` that attends over the
+            projected heads (window, linear, Performer, Linformer, LSH, …); ``None``: a
+            :class:`~selfattn.kernels.DenseKernel` with ``dropout``. Options it lacks the
+            capability for (another score, grouped-query heads) are refused here, and
+            per call (weights, masks, a cache, …) in forward, in one line.
     """
 
     def __init__(
@@ -77,9 +83,19 @@ class MultiHeadAttention(nn.Module):
             )
         kdim = kdim or embed_dim
         vdim = vdim or kdim
+        if kernel is None:
+            kernel = DenseKernel(dropout=dropout)
+        if not isinstance(kernel, AttentionKernel):
+            raise TypeError(
+                f"kernel must be an AttentionKernel (selfattn.kernels), got {type(kernel).__name__}"
+            )
+        # What every call would ask of the kernel: refused now rather than at the first call.
+        if not default_scores(score, normalizer, include_self):
+            kernel.require("scores")
+        if num_kv_heads != num_heads:
+            kernel.require("gqa")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
         self.num_kv_heads = num_kv_heads
-        self.dropout = dropout
         self.normalizer = normalizer
         self.include_self = include_self
         self.q_proj = nn.Linear(embed_dim, num_heads * head_dim, bias=bias)
@@ -90,8 +106,13 @@ class MultiHeadAttention(nn.Module):
             AdditiveScore(head_dim) if score == "additive" else score
         )
         self.positional = positional
-        self.kernel = kernel
+        self.kernel: AttentionKernel = kernel
         self.reset_parameters()
+
+    @property
+    def dropout(self) -> float:
+        """Dropout on the attention weights in training: the kernel's (0 if it has none)."""
+        return float(getattr(self.kernel, "dropout", 0.0))
 
     def reset_parameters(self) -> None:
         """Xavier-uniform projections with zero biases (Vaswani et al. 2017; the same
@@ -123,6 +144,10 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
 
+        A mask (relative positional score biases included), a window, weights and a cache
+        are capabilities of the kernel: one it lacks is refused in one line (see
+        :class:`~selfattn.kernels.AttentionKernel`); the dense kernel has them all.
+
         Args:
             query: ``(B, T, E)``.
             key: ``(B, S, kdim)``; defaults to ``query``.
@@ -131,8 +156,10 @@ class MultiHeadAttention(nn.Module):
             mask: boolean (True = may attend) or additive float mask broadcastable to
                 ``(B, H, T, S)``; a 2-D ``(T, S)`` mask applies to every batch and head.
             causal: decoder-style masking (no attending to later positions).
-            window: truncated attention to |i − j| ≤ window.
-            need_weights: also return attention weights.
+            window: truncated attention to |i − j| ≤ window (the window kernel: the
+                narrower of this and its own).
+            need_weights: also return attention weights (for an approximating kernel, the
+                matrix it implies).
             average_weights: average the weights over heads ``(B, T, S)`` rather than
                 per head ``(B, H, T, S)``.
             cache: incremental decoding. A growing :class:`KVCache` receives the keys and
@@ -149,6 +176,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"query has {query.shape[-1]} features but embed_dim is {self.embed_dim}"
             )
+        if cache is not None:
+            self.kernel.require("cache")
         q = self._split_heads(self.q_proj(query), self.num_heads)  # (B, H, T, D)
         reuse = cache is not None and cache.static and cache.key is not None
         if reuse:
@@ -175,25 +204,19 @@ class MultiHeadAttention(nn.Module):
             scale = default_scale(self.score, self.head_dim)
             mask = _add_bias(mask, relative.score_bias(q, q_pos, k_pos, scale), q.dtype)
 
-        # One query bottom-right aligned sees every key: the causal mask is a no-op then.
-        causal = causal and q.shape[2] > 1
-        if self.kernel is not None:
-            self._check_kernel_call(mask, window, wants_weights, cache)
-            out = self.kernel(q, k, v, key_padding_mask=key_padding_mask, causal=causal)
-            return self.out_proj(out.transpose(1, 2).flatten(2)), None
-        out, weights = attention(
+        out, weights = self.kernel(
             q,
             k,
             v,
+            key_padding_mask=key_padding_mask,
+            mask=mask,
+            # One query bottom-right aligned sees every key: the causal mask is a no-op then.
+            causal=causal and q.shape[2] > 1,
+            window=window,
+            need_weights=wants_weights,
             score=self.score,
             normalizer=self.normalizer,
-            mask=mask,
-            key_padding_mask=key_padding_mask,
-            causal=causal,
-            window=window,
             include_self=self.include_self,
-            need_weights=wants_weights,
-            dropout=self.dropout if self.training else 0.0,
         )
         if relative is not None and weights is not None:
             term = relative.value_term(weights, q_pos, k_pos)
@@ -203,41 +226,6 @@ class MultiHeadAttention(nn.Module):
         if not need_weights or weights is None:
             return out, None
         return out, weights.mean(dim=1) if average_weights else weights
-
-    def _check_kernel_call(
-        self, mask: Tensor | None, window: int | None, wants_weights: bool, cache: object
-    ) -> None:
-        """One-line errors for what an attention kernel cannot take."""
-        name = getattr(self.kernel, "name", type(self.kernel).__name__)
-        if mask is not None:
-            raise ValueError(
-                f"attention kernel {name!r} takes no mask (nor a relative positional score "
-                "bias); use the dense kernel, or rotary / absolute positions"
-            )
-        if window is not None:
-            raise ValueError(
-                f"attention kernel {name!r}: pass the window to the 'window' kernel, not to "
-                "forward()"
-            )
-        if wants_weights:
-            raise ValueError(
-                f"attention kernel {name!r} forms no attention matrix, so it returns no "
-                "weights; use the dense kernel to draw attention maps"
-            )
-        if cache is not None:
-            raise ValueError(f"attention kernel {name!r} has no KV cache; decode with dense")
-        if self.num_kv_heads != self.num_heads:
-            raise ValueError(f"attention kernel {name!r} needs num_kv_heads == num_heads")
-        if (
-            not isinstance(self.score, str)
-            or self.score != "scaled_dot"
-            or (self.normalizer != "softmax")
-            or not self.include_self
-        ):
-            raise ValueError(
-                f"attention kernel {name!r} computes its own scores: it needs the default "
-                "scaled_dot score, softmax and include_self=True"
-            )
 
     def _split_heads(self, x: Tensor, heads: int) -> Tensor:
         """``(B, L, heads·D)`` → ``(B, heads, L, D)``."""

@@ -77,12 +77,12 @@ def _calls(
 ) -> tuple[Callable[[], Tensor], Callable[[], None]]:
     def forward() -> Tensor:
         with torch.no_grad():
-            return kernel(q, k, v)
+            return kernel(q, k, v)[0]
 
     leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
 
     def backward() -> None:
-        out = kernel(*leaves)
+        out, _ = kernel(*leaves)
         out.backward(grad)
         for leaf in leaves:
             leaf.grad = None

@@ -1,18 +1,23 @@
-"""Blocks: the position-wise feed-forward network and the encoder and decoder blocks."""
+"""Blocks: the position-wise feed-forward network, the encoder, decoder and Conformer
+blocks, and the one configuration they all take (:class:`BlockConfig`)."""
 
 from __future__ import annotations
 
+from selfattn.blocks.config import BlockConfig, ConvNormName
+from selfattn.blocks.conformer import ConformerBlock
 from selfattn.blocks.decoder_block import DecoderBlock
-from selfattn.blocks.encoder_block import EncoderBlock, add_and_norm, sublayer_input
+from selfattn.blocks.encoder_block import EncoderBlock, ResidualBlock
 from selfattn.blocks.feedforward import ACTIVATIONS, Activation, ActivationName, FeedForward
 
 __all__ = [
     "ACTIVATIONS",
     "Activation",
     "ActivationName",
+    "BlockConfig",
+    "ConformerBlock",
+    "ConvNormName",
     "DecoderBlock",
     "EncoderBlock",
     "FeedForward",
-    "add_and_norm",
-    "sublayer_input",
+    "ResidualBlock",
 ]

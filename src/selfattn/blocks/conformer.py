@@ -29,12 +29,11 @@ truncated attention for long utterances is the ``"window"`` attention kernel.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from selfattn.attention.multihead import MultiHeadAttention
+from selfattn.blocks.config import BlockConfig, ConvNormName
+from selfattn.blocks.encoder_block import self_attention
 from selfattn.positional.base import RelativePositional
 
 __all__ = [
@@ -44,10 +43,6 @@ __all__ = [
     "ConvolutionModule",
     "MaskedBatchNorm1d",
 ]
-
-#: Normalisation after the depthwise convolution: the paper's batch norm, or layer norm
-#: (per frame: no statistics shared across the batch or across time).
-ConvNormName = Literal["batch", "layer"]
 
 
 class ConformerFeedForward(nn.Module):
@@ -60,15 +55,22 @@ class ConformerFeedForward(nn.Module):
         ffn_dim: hidden size F (the paper: 4E).
         dropout: after the activation and on the output.
         layer_norm_eps: ε of the layer norm.
+        bias: biases in the linear layers and the layer norm.
     """
 
     def __init__(
-        self, embed_dim: int, ffn_dim: int, dropout: float = 0.0, layer_norm_eps: float = 1e-5
+        self,
+        embed_dim: int,
+        ffn_dim: int,
+        dropout: float = 0.0,
+        layer_norm_eps: float = 1e-5,
+        *,
+        bias: bool = True,
     ) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps)
-        self.in_proj = nn.Linear(embed_dim, ffn_dim)
-        self.out_proj = nn.Linear(ffn_dim, embed_dim)
+        self.norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)
+        self.in_proj = nn.Linear(embed_dim, ffn_dim, bias=bias)
+        self.out_proj = nn.Linear(ffn_dim, embed_dim, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -119,6 +121,7 @@ class ConvolutionModule(nn.Module):
         norm: ``"batch"`` (the paper; statistics over real frames, see
             :class:`MaskedBatchNorm1d`) or ``"layer"``.
         layer_norm_eps: ε of the layer norm(s).
+        bias: biases in the convolutions and layer norm(s).
     """
 
     def __init__(
@@ -129,6 +132,7 @@ class ConvolutionModule(nn.Module):
         dropout: float = 0.0,
         norm: ConvNormName = "batch",
         layer_norm_eps: float = 1e-5,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if kernel_size < 1:
@@ -136,15 +140,15 @@ class ConvolutionModule(nn.Module):
         if norm not in ("batch", "layer"):
             raise ValueError(f"conv_norm must be 'batch' or 'layer', got {norm!r}")
         self.kernel_size = kernel_size
-        self.layer_norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps)
-        self.pointwise_in = nn.Conv1d(embed_dim, 2 * embed_dim, 1)
-        self.depthwise = nn.Conv1d(embed_dim, embed_dim, kernel_size, groups=embed_dim)
+        self.layer_norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)
+        self.pointwise_in = nn.Conv1d(embed_dim, 2 * embed_dim, 1, bias=bias)
+        self.depthwise = nn.Conv1d(embed_dim, embed_dim, kernel_size, groups=embed_dim, bias=bias)
         self.norm: MaskedBatchNorm1d | nn.LayerNorm = (
             MaskedBatchNorm1d(embed_dim)
             if norm == "batch"
-            else nn.LayerNorm(embed_dim, eps=layer_norm_eps)
+            else nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)
         )
-        self.pointwise_out = nn.Conv1d(embed_dim, embed_dim, 1)
+        self.pointwise_out = nn.Conv1d(embed_dim, embed_dim, 1, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(
@@ -178,57 +182,48 @@ class ConvolutionModule(nn.Module):
 class ConformerBlock(nn.Module):
     """One Conformer block: ½FFN, self-attention, convolution, ½FFN, LayerNorm.
 
+    Reads from ``config``: the sizes, ``dropout`` (every module's output, inside the
+    feed-forward modules, and the attention weights unless ``attention_dropout``), the
+    attention's score, normaliser, heads and ``include_self``, ``conv_kernel_size``,
+    ``conv_norm``, ``layer_norm_eps`` and ``bias``. Its feed-forward modules are always
+    Swish and every module is pre-normalised: ``activation`` and ``norm_first`` are the
+    transformer blocks' (a config's ``model.norm_first = false`` is refused for it).
+
     Args:
-        embed_dim: E.
-        num_heads: H.
-        ffn_dim: hidden size of both feed-forward modules.
-        conv_kernel_size: K of the depthwise convolution.
-        dropout: in every module's output, inside the feed-forward modules, and on the
-            attention weights.
-        conv_norm: ``"batch"`` or ``"layer"`` after the depthwise convolution.
-        layer_norm_eps: ε of every layer norm.
-        kernel: an attention variant (:mod:`selfattn.kernels`) in place of dense
-            attention, e.g. ``build_kernel("window", window=w)`` for truncated attention.
+        config: every option of the block.
         positional: a relative positional encoding used inside attention, or ``None``.
-        attention_dropout: dropout on the attention weights alone (default ``dropout``).
-            On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused
-            kernel for a slower path, so ``0`` with ``dropout`` elsewhere is the fast choice.
+        kernel: the attention kernel built from ``config.attention``, e.g.
+            ``build_kernel("window", window=w)`` for truncated attention; ``None``: dense.
     """
 
     def __init__(
         self,
-        embed_dim: int,
-        num_heads: int,
-        ffn_dim: int,
+        config: BlockConfig,
         *,
-        conv_kernel_size: int = 31,
-        dropout: float = 0.0,
-        conv_norm: ConvNormName = "batch",
-        layer_norm_eps: float = 1e-5,
-        kernel: nn.Module | None = None,
         positional: RelativePositional | None = None,
-        attention_dropout: float | None = None,
+        kernel: nn.Module | None = None,
     ) -> None:
         super().__init__()
-        self.feedforward1 = ConformerFeedForward(embed_dim, ffn_dim, dropout, layer_norm_eps)
-        self.attention_norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps)
-        self.self_attn = MultiHeadAttention(
-            embed_dim,
-            num_heads,
-            dropout=dropout if attention_dropout is None else attention_dropout,
-            positional=positional,
-            kernel=kernel,
+        self.config = config
+        embed_dim, ffn_dim, eps = config.embed_dim, config.ffn_dim, config.layer_norm_eps
+        self.feedforward1 = ConformerFeedForward(
+            embed_dim, ffn_dim, config.dropout, eps, bias=config.bias
         )
-        self.attention_out_dropout = nn.Dropout(dropout)
+        self.attention_norm = nn.LayerNorm(embed_dim, eps=eps, bias=config.bias)
+        self.self_attn = self_attention(config, positional=positional, kernel=kernel)
+        self.attention_out_dropout = nn.Dropout(config.dropout)
         self.conv = ConvolutionModule(
             embed_dim,
-            conv_kernel_size,
-            dropout=dropout,
-            norm=conv_norm,
-            layer_norm_eps=layer_norm_eps,
+            config.conv_kernel_size,
+            dropout=config.dropout,
+            norm=config.conv_norm,
+            layer_norm_eps=eps,
+            bias=config.bias,
         )
-        self.feedforward2 = ConformerFeedForward(embed_dim, ffn_dim, dropout, layer_norm_eps)
-        self.final_norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps)
+        self.feedforward2 = ConformerFeedForward(
+            embed_dim, ffn_dim, config.dropout, eps, bias=config.bias
+        )
+        self.final_norm = nn.LayerNorm(embed_dim, eps=eps, bias=config.bias)
 
     def forward(
         self,

@@ -15,88 +15,74 @@ from torch import Tensor, nn
 
 from selfattn.attention.cache import KVCache
 from selfattn.attention.multihead import MultiHeadAttention
-from selfattn.attention.normalizers import NormalizerFn
-from selfattn.attention.scores import ScoreFn
-from selfattn.blocks.encoder_block import add_and_norm, copy_norms, sublayer_input
-from selfattn.blocks.feedforward import ActivationName, FeedForward
+from selfattn.blocks.config import BlockConfig
+from selfattn.blocks.encoder_block import (
+    ResidualBlock,
+    config_from_torch,
+    copy_norms,
+    layer_norm,
+    self_attention,
+)
+from selfattn.blocks.feedforward import FeedForward
 from selfattn.positional.base import RelativePositional
 
 
-class DecoderBlock(nn.Module):
+class DecoderBlock(ResidualBlock):
     """Masked self-attention, cross-attention to the memory, then a feed-forward network.
 
+    Both attentions take the config's score, normaliser, heads and weight dropout;
+    ``include_self`` applies to the self-attention only.
+
     Args:
-        embed_dim: E.
-        num_heads: H, in both attentions.
-        ffn_dim: hidden size of the feed-forward network.
+        config: every option of the block; ``config.attention`` must be ``"dense"``
+            (incremental decoding reads and extends a KV cache, which only dense keeps).
         memory_dim: Em, feature size of the encoder memory (default E).
-        dropout: dropout on attention weights, inside the feed-forward network and on each
-            sub-layer's output before the residual addition.
-        activation: feed-forward activation, see :data:`~selfattn.blocks.ACTIVATIONS`.
-        norm_first: pre-LN instead of the paper's post-LN.
-        layer_norm_eps: ε of the three layer norms.
-        bias: biases in every linear layer and layer norm.
-        score: attention score (both attentions).
-        normalizer: attention normaliser (both attentions).
-        num_kv_heads: key/value heads of both attentions (default H).
-        include_self: False forbids a position attending to itself (self-attention only).
         positional: a relative positional encoding for the self-attention, or ``None``.
             Cross-attention gets none: decoder and encoder positions are not on one axis.
-        attention_dropout: dropout on the weights of both attentions (default ``dropout``).
-            On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused
-            kernel for a slower path, so ``0`` with ``dropout`` elsewhere is the fast choice.
+
+    Raises:
+        ValueError: ``config.attention`` is not ``"dense"``.
     """
 
     def __init__(
         self,
-        embed_dim: int,
-        num_heads: int,
-        ffn_dim: int,
+        config: BlockConfig,
         *,
         memory_dim: int | None = None,
-        dropout: float = 0.0,
-        activation: ActivationName = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-        bias: bool = True,
-        score: str | ScoreFn = "scaled_dot",
-        normalizer: str | NormalizerFn = "softmax",
-        num_kv_heads: int | None = None,
-        include_self: bool = True,
         positional: RelativePositional | None = None,
-        attention_dropout: float | None = None,
     ) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        weight_dropout = dropout if attention_dropout is None else attention_dropout
-        self.self_attn = MultiHeadAttention(
-            embed_dim,
-            num_heads,
-            num_kv_heads=num_kv_heads,
-            bias=bias,
-            dropout=weight_dropout,
-            score=score,
-            normalizer=normalizer,
-            include_self=include_self,
-            positional=positional,
-        )
+        super().__init__(config)
+        if config.attention != "dense":
+            raise ValueError(
+                f"attention={config.attention!r}: a decoder block needs attention='dense' "
+                "(incremental decoding keeps a KV cache, which only the dense kernel has)"
+            )
+        if memory_dim is not None and memory_dim < 1:
+            raise ValueError(f"memory_dim must be positive, got {memory_dim}")
+        self.self_attn = self_attention(config, positional=positional)
         self.cross_attn = MultiHeadAttention(
-            embed_dim,
-            num_heads,
-            kdim=memory_dim or embed_dim,
-            num_kv_heads=num_kv_heads,
-            bias=bias,
-            dropout=weight_dropout,
-            score=score,
-            normalizer=normalizer,
+            config.embed_dim,
+            config.num_heads,
+            kdim=memory_dim or config.embed_dim,
+            num_kv_heads=config.num_kv_heads,
+            bias=config.bias,
+            dropout=config.weight_dropout,
+            score=config.score,
+            normalizer=config.normalizer,
         )
-        self.feedforward = FeedForward(embed_dim, ffn_dim, activation, dropout=dropout, bias=bias)
-        self.norm1 = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)
-        self.norm2 = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)
-        self.norm3 = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
+        self.feedforward = FeedForward(
+            config.embed_dim,
+            config.ffn_dim,
+            config.activation,
+            dropout=config.dropout,
+            bias=config.bias,
+        )
+        self.norm1 = layer_norm(config)
+        self.norm2 = layer_norm(config)
+        self.norm3 = layer_norm(config)
+        self.dropout1 = nn.Dropout(config.dropout)
+        self.dropout2 = nn.Dropout(config.dropout)
+        self.dropout3 = nn.Dropout(config.dropout)
 
     def forward(
         self,
@@ -131,7 +117,7 @@ class DecoderBlock(nn.Module):
             pair being ``None`` unless ``need_weights``.
         """
         attended, self_weights = self.self_attn(
-            sublayer_input(x, self.norm1, self.norm_first),
+            self.sublayer_input(x, self.norm1),
             key_padding_mask=self_key_padding_mask,
             mask=self_mask,
             causal=causal,
@@ -139,9 +125,9 @@ class DecoderBlock(nn.Module):
             average_weights=False,
             cache=None if cache is None else cache[0],
         )
-        x = add_and_norm(x, self.dropout1(attended), self.norm1, self.norm_first)
+        x = self.add_and_norm(x, self.dropout1(attended), self.norm1)
         attended, cross_weights = self.cross_attn(
-            sublayer_input(x, self.norm2, self.norm_first),
+            self.sublayer_input(x, self.norm2),
             memory,
             key_padding_mask=memory_key_padding_mask,
             mask=memory_mask,
@@ -149,9 +135,9 @@ class DecoderBlock(nn.Module):
             average_weights=False,
             cache=None if cache is None else cache[1],
         )
-        x = add_and_norm(x, self.dropout2(attended), self.norm2, self.norm_first)
-        transformed = self.feedforward(sublayer_input(x, self.norm3, self.norm_first))
-        x = add_and_norm(x, self.dropout3(transformed), self.norm3, self.norm_first)
+        x = self.add_and_norm(x, self.dropout2(attended), self.norm2)
+        transformed = self.feedforward(self.sublayer_input(x, self.norm3))
+        x = self.add_and_norm(x, self.dropout3(transformed), self.norm3)
         if self_weights is None or cross_weights is None:
             return x, None
         return x, (self_weights, cross_weights)
@@ -162,22 +148,15 @@ class DecoderBlock(nn.Module):
 
         Copies both attentions (``self_attn``, ``multihead_attn``), ``linear1``/``linear2``,
         ``norm1``–``norm3``, the activation (relu or exact gelu; anything else is
-        refused), ``norm_first``, ε and bias. The result is batch-first, in the same
+        refused), pre/post-LN, ε and bias. The result is batch-first, in the same
         train/eval mode as ``layer``.
         """
         self_attn = MultiHeadAttention.from_torch(layer.self_attn)
         cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
         feedforward = FeedForward.from_torch(layer)
         new = cls(
-            self_attn.embed_dim,
-            self_attn.num_heads,
-            feedforward.in_proj.out_features,
+            config_from_torch(layer, self_attn, feedforward),
             memory_dim=cross_attn.k_proj.in_features,
-            dropout=layer.dropout1.p,
-            activation=feedforward.activation_name,
-            norm_first=layer.norm_first,
-            layer_norm_eps=layer.norm1.eps,
-            bias=layer.linear1.bias is not None,
         )
         new.self_attn, new.cross_attn, new.feedforward = self_attn, cross_attn, feedforward
         copy_norms(new, layer, ("norm1", "norm2", "norm3"))

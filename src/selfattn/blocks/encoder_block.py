@@ -15,85 +15,95 @@ import copy
 from torch import Tensor, nn
 
 from selfattn.attention.multihead import MultiHeadAttention
-from selfattn.attention.normalizers import NormalizerFn
-from selfattn.attention.scores import ScoreFn
-from selfattn.blocks.feedforward import ActivationName, FeedForward
+from selfattn.blocks.config import BlockConfig
+from selfattn.blocks.feedforward import FeedForward
 from selfattn.positional.base import RelativePositional
 
 
-def sublayer_input(x: Tensor, norm: nn.LayerNorm, norm_first: bool) -> Tensor:
-    """What a sub-layer reads: ``LN(x)`` in a pre-LN block, ``x`` itself in a post-LN one."""
-    return norm(x) if norm_first else x
+class ResidualBlock(nn.Module):
+    """The paper's "Add & Norm" around each sub-layer, post-LN or pre-LN (``config.norm_first``);
+    the base of :class:`EncoderBlock`, :class:`~selfattn.blocks.DecoderBlock` and the
+    graph block.
+
+    Args:
+        config: the block's options.
+    """
+
+    def __init__(self, config: BlockConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    def sublayer_input(self, x: Tensor, norm: nn.Module) -> Tensor:
+        """What a sub-layer reads: ``LN(x)`` in a pre-LN block, ``x`` itself in a post-LN one."""
+        return norm(x) if self.config.norm_first else x
+
+    def add_and_norm(self, x: Tensor, update: Tensor, norm: nn.Module) -> Tensor:
+        """The paper's "Add & Norm": ``LN(x + update)`` post-LN, ``x + update`` pre-LN."""
+        return x + update if self.config.norm_first else norm(x + update)
 
 
-def add_and_norm(x: Tensor, update: Tensor, norm: nn.LayerNorm, norm_first: bool) -> Tensor:
-    """The paper's "Add & Norm": ``LN(x + update)`` post-LN, ``x + update`` pre-LN."""
-    return x + update if norm_first else norm(x + update)
+def self_attention(
+    config: BlockConfig,
+    *,
+    positional: RelativePositional | None = None,
+    kernel: nn.Module | None = None,
+) -> MultiHeadAttention:
+    """The self-attention ``config`` describes, with a relative encoding and a kernel.
+
+    Raises:
+        ValueError: ``config.attention`` names a kernel other than dense but none is given
+            (a stack builds one per block; a lone block needs ``kernel=build_kernel(…)``).
+    """
+    if kernel is None and config.attention != "dense":
+        raise ValueError(
+            f"attention={config.attention!r} but no kernel was given: stacks build one per "
+            f"block; a lone block takes kernel=build_kernel({config.attention!r}, ...)"
+        )
+    return MultiHeadAttention(
+        config.embed_dim,
+        config.num_heads,
+        num_kv_heads=config.num_kv_heads,
+        bias=config.bias,
+        dropout=config.weight_dropout,
+        score=config.score,
+        normalizer=config.normalizer,
+        include_self=config.include_self,
+        positional=positional,
+        kernel=kernel,
+    )
 
 
-class EncoderBlock(nn.Module):
+class EncoderBlock(ResidualBlock):
     """Self-attention followed by a position-wise feed-forward network.
 
     Args:
-        embed_dim: E.
-        num_heads: H.
-        ffn_dim: hidden size of the feed-forward network.
-        dropout: dropout on the attention weights, inside the feed-forward network and on
-            each sub-layer's output before the residual addition.
-        activation: feed-forward activation, see :data:`~selfattn.blocks.ACTIVATIONS`.
-        norm_first: pre-LN instead of the paper's post-LN.
-        layer_norm_eps: ε of both layer norms.
-        bias: biases in every linear layer and layer norm.
-        score: attention score, see :class:`~selfattn.attention.MultiHeadAttention`.
-        normalizer: attention normaliser.
-        num_kv_heads: key/value heads (grouped-query attention; default H).
-        include_self: False forbids each position attending to itself.
+        config: every option of the block (sizes, dropout, activation, pre/post-LN, the
+            attention's score, normaliser, heads, …).
         positional: a relative positional encoding used inside attention, or ``None``.
-        kernel: an attention variant (:mod:`selfattn.kernels`) in place of the dense
-            kernel, or ``None``.
-        attention_dropout: dropout on the attention weights alone (default ``dropout``).
-            On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused
-            kernel for a slower path, so ``0`` with ``dropout`` elsewhere is the fast choice.
+        kernel: the attention kernel built from ``config.attention`` (stacks build one per
+            block), or ``None`` for the dense path.
     """
 
     def __init__(
         self,
-        embed_dim: int,
-        num_heads: int,
-        ffn_dim: int,
+        config: BlockConfig,
         *,
-        dropout: float = 0.0,
-        activation: ActivationName = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-        bias: bool = True,
-        score: str | ScoreFn = "scaled_dot",
-        normalizer: str | NormalizerFn = "softmax",
-        num_kv_heads: int | None = None,
-        include_self: bool = True,
         positional: RelativePositional | None = None,
         kernel: nn.Module | None = None,
-        attention_dropout: float | None = None,
     ) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            embed_dim,
-            num_heads,
-            num_kv_heads=num_kv_heads,
-            bias=bias,
-            dropout=dropout if attention_dropout is None else attention_dropout,
-            score=score,
-            normalizer=normalizer,
-            include_self=include_self,
-            positional=positional,
-            kernel=kernel,
+        super().__init__(config)
+        self.self_attn = self_attention(config, positional=positional, kernel=kernel)
+        self.feedforward = FeedForward(
+            config.embed_dim,
+            config.ffn_dim,
+            config.activation,
+            dropout=config.dropout,
+            bias=config.bias,
         )
-        self.feedforward = FeedForward(embed_dim, ffn_dim, activation, dropout=dropout, bias=bias)
-        self.norm1 = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)
-        self.norm2 = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
+        self.norm1 = layer_norm(config)
+        self.norm2 = layer_norm(config)
+        self.dropout1 = nn.Dropout(config.dropout)
+        self.dropout2 = nn.Dropout(config.dropout)
 
     def forward(
         self,
@@ -118,7 +128,7 @@ class EncoderBlock(nn.Module):
             ``(x (B, L, E), weights (B, H, L, L) or None)``.
         """
         attended, weights = self.self_attn(
-            sublayer_input(x, self.norm1, self.norm_first),
+            self.sublayer_input(x, self.norm1),
             key_padding_mask=key_padding_mask,
             mask=mask,
             causal=causal,
@@ -126,9 +136,9 @@ class EncoderBlock(nn.Module):
             need_weights=need_weights,
             average_weights=False,
         )
-        x = add_and_norm(x, self.dropout1(attended), self.norm1, self.norm_first)
-        transformed = self.feedforward(sublayer_input(x, self.norm2, self.norm_first))
-        x = add_and_norm(x, self.dropout2(transformed), self.norm2, self.norm_first)
+        x = self.add_and_norm(x, self.dropout1(attended), self.norm1)
+        transformed = self.feedforward(self.sublayer_input(x, self.norm2))
+        x = self.add_and_norm(x, self.dropout2(transformed), self.norm2)
         return x, weights
 
     @classmethod
@@ -136,24 +146,38 @@ class EncoderBlock(nn.Module):
         """An equivalent block with the weights of a ``torch.nn.TransformerEncoderLayer``.
 
         Copies the attention, ``linear1``/``linear2``, ``norm1``/``norm2``, the activation
-        (relu or exact gelu; anything else is refused), ``norm_first``, ε and bias. The
+        (relu or exact gelu; anything else is refused), pre/post-LN, ε and bias. The
         result is batch-first whatever ``layer`` says, and in the same train/eval mode.
         """
         attention = MultiHeadAttention.from_torch(layer.self_attn)
         feedforward = FeedForward.from_torch(layer)
-        new = cls(
-            attention.embed_dim,
-            attention.num_heads,
-            feedforward.in_proj.out_features,
-            dropout=layer.dropout1.p,
-            activation=feedforward.activation_name,
-            norm_first=layer.norm_first,
-            layer_norm_eps=layer.norm1.eps,
-            bias=layer.linear1.bias is not None,
-        )
+        new = cls(config_from_torch(layer, attention, feedforward))
         new.self_attn, new.feedforward = attention, feedforward
         copy_norms(new, layer, ("norm1", "norm2"))
         return new.train(layer.training)
+
+
+def layer_norm(config: BlockConfig) -> nn.LayerNorm:
+    """A LayerNorm over E with the config's ε and bias."""
+    return nn.LayerNorm(config.embed_dim, eps=config.layer_norm_eps, bias=config.bias)
+
+
+def config_from_torch(
+    layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer,
+    attention: MultiHeadAttention,
+    feedforward: FeedForward,
+) -> BlockConfig:
+    """The :class:`BlockConfig` of a torch Transformer layer."""
+    return BlockConfig(
+        attention.embed_dim,
+        attention.num_heads,
+        feedforward.in_proj.out_features,
+        dropout=layer.dropout1.p,
+        activation=feedforward.activation_name,
+        norm_first=layer.norm_first,
+        layer_norm_eps=layer.norm1.eps,
+        bias=layer.linear1.bias is not None,
+    )
 
 
 def copy_norms(new: nn.Module, layer: nn.Module, names: tuple[str, ...]) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 from selfattn.data import DatasetSplits
+from selfattn.pipeline import Predictor, run
 from selfattn.train.config import load_config
-from selfattn.train.pipeline import Predictor, run
 from selfattn.viz import plot_attention
 
 SENTENCE = "I saw a saw"
@@ -55,10 +56,9 @@ def run_demo(args: argparse.Namespace) -> int:
     tagger_dir = args.runs / "transformer"
     prepared = None
     for architecture in ("transformer", *args.baselines):
-        config = load_config(
-            args.config,
-            [f"model.architecture={architecture}", f"run_dir={args.runs / architecture}"],
-        )
+        config = load_config(args.config, [f"run_dir={args.runs / architecture}"])
+        # The same section for every model, less what a baseline does not read (heads, …).
+        config = replace(config, model=config.model.for_architecture(architecture))
         start = time.perf_counter()
         print(f"training {architecture} …", flush=True)
         _, prepared = run(config, overwrite=True, progress=not args.no_progress)
@@ -74,8 +74,8 @@ def run_demo(args: argparse.Namespace) -> int:
 
     tagger = Predictor(tagger_dir)
     example = tagger.example(SENTENCE)
-    tags = tagger.predict(example)
-    print("\n" + " ".join(f"{token}/{tag}" for token, tag, _ in tags))  # type: ignore[misc]
-    path = plot_attention(tagger.attention_maps(example), list(example.tokens or ()), args.output)
+    print("\n" + tagger.predict(example))
+    [figure] = tagger.attention(example)
+    path = plot_attention(figure.maps, figure.queries, args.output)
     print(f"attention maps: {path}")
     return 0

@@ -1,5 +1,5 @@
 """``selfattn train``, ``eval``, ``predict`` and ``attention``: thin layers over
-:mod:`selfattn.train.pipeline`."""
+the task pipeline (:mod:`selfattn.pipeline`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from selfattn.data.lengths import unit
+from selfattn.data.batching.lengths import unit
 from selfattn.data.types import Example
 from selfattn.messages import plural
+from selfattn.pipeline import Predictor, run
 from selfattn.train.config import load_config
 from selfattn.train.loop import TrainResult
-from selfattn.train.pipeline import Predictor, Seq2SeqPredictor, load_predictor, run
 from selfattn.viz import plot_attention
 
 INPUT_HELP = (
@@ -116,61 +116,49 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-    """How a seq2seq checkpoint decodes (ignored by the other tasks)."""
-    group = parser.add_argument_group("seq2seq decoding (default: the config's seq2seq.decoding)")
+    """How a seq2seq checkpoint decodes (other models refuse these options)."""
+    group = parser.add_argument_group(
+        "seq2seq decoding (default: the config's seq2seq.decoding; other models refuse these)"
+    )
     choice = group.add_mutually_exclusive_group()
     choice.add_argument("--greedy", action="store_true", help="greedy decoding")
     choice.add_argument("--beam", type=int, metavar="K", help="beam search of width K (>= 1)")
     choice.add_argument("--sample", action="store_true", help="sample (see --temperature)")
     choice.add_argument("--nat", action="store_true", help="non-autoregressive decoding")
-    group.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    group.add_argument("--temperature", type=float, help="sampling temperature (default 1)")
     group.add_argument("--top-k", type=int, help="sample among the k likeliest tokens")
     group.add_argument("--top-p", type=float, help="sample from the nucleus of mass p")
-    group.add_argument(
-        "--length-scale", type=float, default=1.0, help="NAT: predicted length × this"
-    )
-    group.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    group.add_argument("--length-scale", type=float, help="NAT: predicted length × this")
+    group.add_argument("--seed", type=int, help="seed of --sample (default 0)")
 
 
-def check_decoding_arguments(args: argparse.Namespace) -> None:
-    """Refuse decoding options that cannot mean anything, before loading a checkpoint."""
+def decoding_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The decoding options given on the command line (only those), as keyword
+    arguments of the task's predict / score / attention.
+
+    Raises:
+        ValueError: an option that cannot mean anything (``--beam 0``).
+    """
     if args.beam is not None and args.beam < 1:
         raise ValueError(f"--beam must be at least 1, got {args.beam}")
-
-
-def decoding_options(args: argparse.Namespace, predictor: Seq2SeqPredictor) -> dict[str, Any]:
-    """``Seq2SeqPredictor.decode`` keyword arguments from the command line."""
-    check_decoding_arguments(args)
-    method = predictor.config.seq2seq.decoding
-    if args.greedy:
-        method = "greedy"
-    elif args.beam is not None:
-        method = "beam"
-    elif args.sample:
-        method = "sample"
-    elif args.nat:
-        method = "nat"
-    return {
-        "method": method,
-        "beam_size": args.beam,
-        "temperature": args.temperature,
-        "top_k": args.top_k,
-        "top_p": args.top_p,
-        "length_scale": args.length_scale,
-        "seed": args.seed,
-    }
+    options: dict[str, Any] = {}
+    for flag in ("greedy", "sample", "nat"):
+        if getattr(args, flag):
+            options["method"] = flag
+    if args.beam is not None:
+        options.update(method="beam", beam_size=args.beam)
+    for name in ("temperature", "top_k", "top_p", "length_scale", "seed"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    return options
 
 
 def run_eval(args: argparse.Namespace) -> int:
     """Print the checkpoint's metrics on a split as JSON."""
-    check_decoding_arguments(args)
-    predictor = load_predictor(args.checkpoint)
-    if isinstance(predictor, Seq2SeqPredictor):
-        options = decoding_options(args, predictor)
-        metrics = predictor.evaluate(args.split, truncate=args.truncate, **options)
-        report = {"split": args.split, "decoding": options["method"], **metrics}
-    else:
-        report = {"split": args.split, **predictor.evaluate(args.split, truncate=args.truncate)}
+    options = decoding_options(args)
+    predictor = Predictor(args.checkpoint)
+    metrics = predictor.evaluate(args.split, truncate=args.truncate, **options)
+    report = {"split": args.split, **predictor.task.describe(options), **metrics}
     if report.get("truncated"):
         warn(
             "eval",
@@ -189,54 +177,14 @@ def warn(command: str, message: str) -> None:
 def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn predict``."""
     parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
-    parser.add_argument("text", help=f'e.g. "I saw a saw": {INPUT_HELP}')
+    parser.add_argument("text", metavar="INPUT", help=INPUT_HELP)
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
 
 
-def inputs(text: str, command: str = "predict") -> list[tuple[str, str]]:
-    """``(source, line)`` pairs from the argument: the text itself, or the lines of @FILE.
-
-    ``@PATH`` names a file when PATH is an existing file; otherwise the whole argument is
-    the text (a note on stderr says so). ``@@…`` is always the text ``@…``.
-
-    Raises:
-        ValueError: @FILE holds no line that is not blank.
-        FileNotFoundError: @FILE is a folder.
-    """
-    if text.startswith("@@"):
-        return [("<argument>", text[1:])]
-    if not text.startswith("@"):
-        return [("<argument>", text)]
-    path = Path(text[1:])
-    if path.is_dir():
-        raise FileNotFoundError(f"{path}: a folder, not a file of inputs")
-    if not path.is_file():
-        print(
-            f"selfattn {command}: note: no file {str(path)!r}, so {text!r} is read as text "
-            "(write @@ for a text that starts with @)",
-            file=sys.stderr,
-        )
-        return [("<argument>", text)]
-    lines = path.read_text(encoding="utf-8").splitlines()
-    found = [(f"{path}:{number}", line) for number, line in enumerate(lines, 1) if line.strip()]
-    if not found:
-        raise ValueError(f"{path}: no input lines")
-    return found
-
-
-def fitted(
-    predictor: Predictor | Seq2SeqPredictor,
-    example: Example,
-    args: argparse.Namespace,
-    *,
-    windows: bool = True,
-) -> Example:
+def fitted(predictor: Predictor, example: Example, args: argparse.Namespace) -> Example:
     """``example`` as the model reads it; a warning on stderr when ``--truncate`` cut it."""
-    if isinstance(predictor, Seq2SeqPredictor):
-        fit = predictor.fit(example, truncate=args.truncate)
-    else:
-        fit = predictor.fit(example, truncate=args.truncate, windows=windows)
+    fit = predictor.fit(example, truncate=args.truncate)
     if len(fit) != len(example):
         warn(
             args.command,
@@ -247,53 +195,55 @@ def fitted(
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    """Tags per token (token task), the label with probabilities (sequence task), or the
-    decoded output (seq2seq)."""
-    check_decoding_arguments(args)
-    lines = inputs(args.text, "predict")
-    loaded = load_predictor(args.checkpoint)
-    if isinstance(loaded, Seq2SeqPredictor):
-        options = decoding_options(args, loaded)
-        method = options.pop("method")
-        for source, line in lines:
-            example = fitted(loaded, loaded.example(line, source), args)
-            decoded = loaded.decode([example], method, **options)
-            print(loaded.detokenize(decoded.tokens[0]))
-        return 0
-    predictor = loaded
-    for source, line in lines:
-        example = fitted(predictor, predictor.example(line, source), args)
-        prediction = predictor.predict(example)
-        if predictor.task == "token":
-            print(" ".join(f"{token}/{tag}" for token, tag, _ in prediction))  # type: ignore[misc]
-        else:
-            ranked = ", ".join(f"{label} {p:.3f}" for label, p in prediction)  # type: ignore[misc]
-            print(f"{prediction[0][0]}\t({ranked})")
+    """One line per input: tags per token (token task), the label with probabilities
+    (sequence task), the value (regression) or the decoded output (seq2seq)."""
+    options = decoding_options(args)
+    predictor = Predictor(args.checkpoint)
+    for example in predictor.read(args.text, command="predict"):
+        print(predictor.predict(fitted(predictor, example, args), **options))
     return 0
 
 
 def add_attention_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn attention``."""
     parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
-    parser.add_argument("text", help='the sentence to look at, e.g. "I saw a saw"')
-    parser.add_argument("-o", "--output", type=Path, default=Path("attention.png"))
+    parser.add_argument(
+        "text",
+        metavar="INPUT",
+        help='the input to look at, e.g. "I saw a saw" (text), or a file of the kind the '
+        "model reads (an image, a WAV/FLAC recording, a graph as JSON, an .npz)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("attention.png"),
+        help="the image to write; a seq2seq model writes its cross-attention there and its "
+        "encoder's and decoder's self-attention beside it (FILE.encoder-self-attention.png …)",
+    )
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
+    add_decoding_arguments(parser)
 
 
 def run_attention(args: argparse.Namespace) -> int:
-    """Write every layer's and head's attention map for the sentence as one image (for
-    seq2seq: the decoder's cross-attention from its output to the source)."""
-    loaded = load_predictor(args.checkpoint)
-    if isinstance(loaded, Seq2SeqPredictor):
-        fitted(loaded, loaded.example(args.text), args)  # refuses, or warns of the cut
-        maps, source, output = loaded.cross_attention_maps(args.text, truncate=args.truncate)
-        path = plot_attention(maps, output, args.output, title=args.text, key_tokens=source)
-        layers = plural(len(maps), "decoder layer")
-        print(f"wrote {path} ({layers} × {plural(maps[0].shape[0], 'head')})")
-        return 0
-    predictor = loaded
-    example = fitted(predictor, predictor.example(args.text), args, windows=False)
-    maps = predictor.attention_maps(example)
-    path = plot_attention(maps, list(example.tokens or ()), args.output, title=args.text)
-    print(f"wrote {path} ({plural(len(maps), 'layer')} × {plural(maps[0].shape[0], 'head')})")
+    """Write every layer's and head's attention maps for one input: one image per kind
+    of attention the model has."""
+    options = decoding_options(args)
+    predictor = Predictor(args.checkpoint)
+    examples = predictor.read(args.text, command="attention")
+    if len(examples) != 1:
+        raise ValueError(f"{args.text}: {len(examples)} inputs; attention draws one at a time")
+    example = fitted(predictor, examples[0], args)
+    figures = predictor.attention(example, **options)
+    for index, figure in enumerate(figures):
+        path = args.output
+        if index:
+            slug = figure.title.replace(" ", "-")
+            path = args.output.with_name(f"{args.output.stem}.{slug}{args.output.suffix}")
+        written = plot_attention(
+            figure.maps, figure.queries, path, title=args.text, key_tokens=figure.keys
+        )
+        layers = plural(len(figure.maps), figure.layer)
+        heads = plural(figure.maps[0].shape[0], "head")
+        print(f"wrote {written}: {figure.title} ({layers} × {heads})")
     return 0

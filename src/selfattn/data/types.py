@@ -28,11 +28,6 @@ class DataError(ValueError):
     """Bad user data: the message names the file and line (``path:line: problem``)."""
 
 
-#: A token task's label for a position that is not scored (a graph's unlabelled nodes):
-#: the collator gives it the ignored label id, and no label vocabulary counts it.
-NO_LABEL = "<no-label>"
-
-
 @dataclass(frozen=True)
 class Example:
     """One vector set and its label(s).
@@ -96,7 +91,7 @@ class Batch:
         char_ids: ``(B, L, C)`` long character ids per token (text input) or ``None``.
         features: ``(B, L, F)`` float (vector input) or ``None``.
         key_padding_mask: ``(B, L)`` bool, True at padding.
-        labels: ``(B, L)`` long with ``-100`` at padding (token task) or ``(B,)`` long.
+        labels: ``(B, L)`` long with ``IGNORE_INDEX`` at padding (token task) or ``(B,)`` long.
         edge_index: graphs only: ``(2, E)`` long edges (source j, target i) between the
             flattened positions ``b·L + i`` of the batch, so ``x.reshape(B * L, ...)``
             indexes the nodes (:func:`selfattn.kernels.edge_attention`'s convention).

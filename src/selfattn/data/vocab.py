@@ -18,12 +18,8 @@ from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from selfattn.data.types import NO_LABEL, DataError, DatasetSplits, Example
-
-PAD = "<pad>"
-UNK = "<unk>"
-PAD_ID = 0
-UNK_ID = 1
+from selfattn.data.specials import NO_LABEL, PAD, PAD_ID, UNK, UNK_ID
+from selfattn.data.types import DataError, DatasetSplits, Example
 
 
 class Vocabulary:
@@ -155,7 +151,7 @@ class LabelVocabulary:
     @classmethod
     def build(cls, examples: Iterable[Example]) -> LabelVocabulary:
         """The labels of training ``examples`` (token or sequence task), sorted
-        (:data:`~selfattn.data.types.NO_LABEL`, an unscored position, is not a class)."""
+        (:data:`~selfattn.data.specials.NO_LABEL`, an unscored position, is not a class)."""
         seen: set[str] = set()
         for example in examples:
             if isinstance(example.label, str):

@@ -15,6 +15,10 @@ time; memory O(E·H) for the scores and weights plus the gathered per-edge keys 
 O(E·H·D) — what a message-passing GNN holds for its messages — and never an ``N × N``
 matrix.
 
+:func:`edge_attention_weights` gives the weights themselves, one per edge and head, and
+:func:`edge_weights_to_dense` lays them out as a node × node attention map (zero off the
+edges), the map of the graph's own edges.
+
 :func:`dense_to_edge_index` turns the padded, dense form used by
 :func:`selfattn.attention.attention` (a ``(B, L, L)`` adjacency mask and a key padding mask)
 into an edge list over the batch's real nodes, one disjoint graph per sequence.
@@ -27,7 +31,13 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["dense_to_edge_index", "edge_attention", "scatter_softmax"]
+__all__ = [
+    "dense_to_edge_index",
+    "edge_attention",
+    "edge_attention_weights",
+    "edge_weights_to_dense",
+    "scatter_softmax",
+]
 
 
 def edge_attention(
@@ -59,6 +69,52 @@ def edge_attention(
     """
     _check(q, k, v, edge_index, edge_bias)
     source, target = edge_index[0], edge_index[1]
+    weights = _edge_weights(q, k, edge_index, edge_bias, scale)  # (E, H)
+    messages = weights[:, :, None] * v.index_select(0, source)  # (E, H, Dv)
+    out = torch.zeros(q.shape[0], *v.shape[1:], dtype=v.dtype, device=v.device)
+    return out.index_add(0, target, messages)
+
+
+def edge_attention_weights(
+    q: Tensor,
+    k: Tensor,
+    edge_index: Tensor,
+    *,
+    edge_bias: Tensor | None = None,
+    scale: float | None = None,
+) -> Tensor:
+    """The weights :func:`edge_attention` gives each edge: softmax of the edge scores over
+    each target's incoming edges.
+
+    Args:
+        q: ``(N, H, D)``; k: ``(Ns, H, D)``; edge_index, edge_bias, scale: as for
+            :func:`edge_attention`.
+
+    Returns:
+        ``(E, H)``; a target's incoming weights sum to 1 (per head).
+    """
+    _check(q, k, None, edge_index, edge_bias)
+    return _edge_weights(q, k, edge_index, edge_bias, scale)
+
+
+def edge_weights_to_dense(
+    weights: Tensor, edge_index: Tensor, num_targets: int, num_sources: int | None = None
+) -> Tensor:
+    """Edge weights ``(E, H)`` as a node × node attention map ``(H, N, Ns)``: row i holds
+    target i's weights over its sources, 0 off the edges (a repeated edge adds up), so
+    ``map[h] @ v[:, h]`` is :func:`edge_attention`'s output of head h."""
+    num_sources = num_targets if num_sources is None else num_sources
+    heads = weights.shape[1]
+    source, target = edge_index[0], edge_index[1]
+    cell = target * num_sources + source  # (E,): the flat (i, j) entry of each edge
+    dense = weights.new_zeros(num_targets * num_sources, heads).index_add(0, cell, weights)
+    return dense.T.reshape(heads, num_targets, num_sources)
+
+
+def _edge_weights(
+    q: Tensor, k: Tensor, edge_index: Tensor, edge_bias: Tensor | None, scale: float | None
+) -> Tensor:
+    source, target = edge_index[0], edge_index[1]
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     # index_select rather than q[target]: its backward is an index_add, where advanced
@@ -66,10 +122,7 @@ def edge_attention(
     scores = (q.index_select(0, target) * k.index_select(0, source)).sum(dim=-1) * scale
     if edge_bias is not None:
         scores = scores + edge_bias
-    weights = scatter_softmax(scores, target, q.shape[0])  # (E, H)
-    messages = weights[:, :, None] * v.index_select(0, source)  # (E, H, Dv)
-    out = torch.zeros(q.shape[0], *v.shape[1:], dtype=v.dtype, device=v.device)
-    return out.index_add(0, target, messages)
+    return scatter_softmax(scores, target, q.shape[0])  # (E, H)
 
 
 def scatter_softmax(scores: Tensor, group: Tensor, num_groups: int) -> Tensor:
@@ -139,7 +192,10 @@ def dense_to_edge_index(
     return edge_index, node_index
 
 
-def _check(q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor, edge_bias: Tensor | None) -> None:
+def _check(
+    q: Tensor, k: Tensor, v: Tensor | None, edge_index: Tensor, edge_bias: Tensor | None
+) -> None:
+    v = k if v is None else v  # weights only: there are no values to check
     for label, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 3:
             raise ValueError(f"{label} must have shape (N, H, D), got {tuple(t.shape)}")

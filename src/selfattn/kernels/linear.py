@@ -19,18 +19,24 @@ an RNN whose state is ``(s, z)`` (lecture 000, self-attention vs RNN). Three equ
   positions a masked ``c × c`` product, across chunks the running state, so memory is
   O(L·c + (L/c)·D·Dv) (at most O(L·(c + D)) for c ≥ Dv) rather than the O(L·D·Dv) of
   materialising every prefix state.
+
+The matrix the kernel implies, ``A_ij = φ(q_i)ᵀφ(k_j) / Σ_j' φ(q_i)ᵀφ(k_j')`` with
+``out = A V``, is what an attention map of it shows
+(:func:`linear_attention_weights`); it is formed only when asked for.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.attention.functional import zero_padding
-from selfattn.kernels.base import AttentionKernel, register_kernel
+from selfattn.attention.masks import causal_mask
+from selfattn.kernels.base import AttentionKernel, AttentionRequest, Capability, register_kernel
 
 __all__ = [
     "LinearAttentionState",
@@ -39,6 +45,7 @@ __all__ = [
     "elu_feature_map",
     "linear_attention",
     "linear_attention_step",
+    "linear_attention_weights",
 ]
 
 
@@ -84,6 +91,38 @@ def linear_attention(
     numerator = phi_q @ s  # (B, H, T, Dv)
     denominator = torch.einsum("bhtf,bhf->bht", phi_q, z)
     return _divide(numerator, denominator, eps)
+
+
+def linear_attention_weights(
+    phi_q: Tensor,
+    phi_k: Tensor,
+    *,
+    key_padding_mask: Tensor | None = None,
+    causal: bool = False,
+    eps: float = 1e-6,
+) -> Tensor:
+    """The attention matrix linear attention implies: ``linear_attention(…) = A @ v``.
+
+    ``A_ij = φ(q_i)ᵀφ(k_j) / Σ_j' φ(q_i)ᵀφ(k_j')`` over the visible keys j' (not padding;
+    j' ≤ i when causal), with the same floored denominator as :func:`linear_attention`.
+    It costs the O(T·S) memory linear attention avoids: for attention maps only.
+
+    Args:
+        phi_q: ``(B, H, T, F)``; phi_k: ``(B, H, S, F)``, non-negative features.
+        key_padding_mask: ``(B, S)``, True at padding (weight 0).
+        causal: query i sees keys j ≤ i (bottom-right aligned when T < S).
+        eps: floor of the denominator.
+
+    Returns:
+        ``(B, H, T, S)``; rows sum to 1, or are 0 for a query with no visible key.
+    """
+    if key_padding_mask is not None:
+        phi_k = zero_padding(phi_k, key_padding_mask)
+    similarity = phi_q @ phi_k.transpose(-1, -2)  # (B, H, T, S)
+    if causal:
+        visible = causal_mask(phi_q.shape[2], phi_k.shape[2], phi_q.device)
+        similarity = similarity.masked_fill(~visible, 0.0)
+    return _divide(similarity, similarity.sum(dim=-1), eps)
 
 
 def causal_linear_attention(
@@ -157,6 +196,25 @@ def _exclusive_cumsum(x: Tensor) -> Tensor:
     return shifted.cumsum(dim=2)
 
 
+def attend_with_features(
+    phi_q: Tensor,
+    phi_k: Tensor,
+    v: Tensor,
+    request: AttentionRequest,
+    *,
+    chunk_size: int,
+    eps: float,
+) -> tuple[Tensor, Tensor | None]:
+    """Linear attention with given features for a kernel's request: ``(out, A or None)``."""
+    pad, causal = request.key_padding_mask, request.causal
+    out = linear_attention(
+        phi_q, phi_k, v, key_padding_mask=pad, causal=causal, chunk_size=chunk_size, eps=eps
+    )
+    if not request.need_weights:
+        return out, None
+    return out, linear_attention_weights(phi_q, phi_k, key_padding_mask=pad, causal=causal, eps=eps)
+
+
 @dataclass
 class LinearAttentionState:
     """The RNN state of causal linear attention after some tokens.
@@ -215,6 +273,12 @@ class LinearKernel(AttentionKernel):
 
     name = "linear"
     supports_causal = True
+    supports_weights = True  # the implied matrix, formed only when asked for
+    supports_cache = True  # causal with T < S is bottom-right aligned: the last T queries
+    reasons: ClassVar[dict[Capability, str]] = {
+        "mask": "it never forms the (T, S) scores a mask would change",
+        "scores": "its similarity is the kernel φ(q)ᵀφ(k) with φ = elu + 1",
+    }
 
     def __init__(self, chunk_size: int = 64, eps: float = 1e-6) -> None:
         super().__init__()
@@ -224,20 +288,13 @@ class LinearKernel(AttentionKernel):
         self.eps = eps
 
     def attend(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        *,
-        key_padding_mask: Tensor | None,
-        causal: bool,
-    ) -> Tensor:
-        return linear_attention(
+        self, q: Tensor, k: Tensor, v: Tensor, request: AttentionRequest
+    ) -> tuple[Tensor, Tensor | None]:
+        return attend_with_features(
             elu_feature_map(q),
             elu_feature_map(k),
             v,
-            key_padding_mask=key_padding_mask,
-            causal=causal,
+            request,
             chunk_size=self.chunk_size,
             eps=self.eps,
         )
@@ -281,7 +338,7 @@ class LinearKernel(AttentionKernel):
         self, q: Tensor, k: Tensor, v: Tensor, *, key_padding_mask: Tensor | None = None
     ) -> Tensor:
         """Causal attention over ``(B, H, L, ·)`` tensors by :meth:`step`, one token at a time;
-        equals ``self(q, k, v, causal=True)``. Returns ``(B, H, L, Dv)``."""
+        equals ``self(q, k, v, causal=True)[0]``. Returns ``(B, H, L, Dv)``."""
         state = self.initial_state(q, v)
         outputs = []
         for t in range(q.shape[2]):

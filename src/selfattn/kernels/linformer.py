@@ -8,16 +8,19 @@ to k ≪ S rows with learned ``(k, max_len)`` matrices E and F before attending:
 
 Cost O(T·k·D + S·k·(D + Dv)) time and O(T·k) memory. The projections fix the longest
 input (``max_len``): a shorter one uses the first S columns. Mixing positions forbids
-causal attention (a projected key summarises the future too), so it is refused.
+causal attention (a projected key summarises the future too), and its softmax weights are
+over the k mixtures rather than over positions, so it refuses both, and a KV cache.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from selfattn.attention.functional import attention, zero_padding
-from selfattn.kernels.base import AttentionKernel, register_kernel
+from selfattn.kernels.base import AttentionKernel, AttentionRequest, Capability, register_kernel
 
 __all__ = ["LinformerKernel"]
 
@@ -37,6 +40,13 @@ class LinformerKernel(AttentionKernel):
 
     name = "linformer"
     size_option = "proj_dim"
+    reasons: ClassVar[dict[Capability, str]] = {
+        "causal": "each of its projected keys mixes every position, the future included",
+        "weights": "it attends over {kernel.proj_dim} projected keys, not over positions",
+        "cache": "each of its projected keys mixes every position, the future included",
+        "scores": "it is scaled-dot softmax over its projected keys",
+        "mask": "it attends over {kernel.proj_dim} projected keys, not over positions",
+    }
 
     def __init__(
         self, max_len: int | None = None, proj_dim: int = 256, share_kv: bool = False
@@ -57,23 +67,18 @@ class LinformerKernel(AttentionKernel):
         )
 
     def attend(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        *,
-        key_padding_mask: Tensor | None,
-        causal: bool,
-    ) -> Tensor:
+        self, q: Tensor, k: Tensor, v: Tensor, request: AttentionRequest
+    ) -> tuple[Tensor, Tensor | None]:
         num_keys = k.shape[2]
         if num_keys > self.max_len:
             raise ValueError(
                 f"linformer was built for sequences up to max_len={self.max_len}, "
                 f"got {num_keys} keys"
             )
-        if key_padding_mask is not None:  # the projections mix every key, padded or not
-            k, v = zero_padding(k, key_padding_mask), zero_padding(v, key_padding_mask)
+        pad = request.key_padding_mask
+        if pad is not None:  # the projections mix every key, padded or not
+            k, v = zero_padding(k, pad), zero_padding(v, pad)
         key_proj = self.key_proj[:, :num_keys].to(k.dtype)  # (k, S)
         value_proj = self.value_proj[:, :num_keys].to(v.dtype)
         out, _ = attention(q, key_proj @ k, value_proj @ v)  # over (B, H, k, D) mixtures
-        return out
+        return out, None

@@ -17,18 +17,23 @@ available (its score is replaced by −5·10⁴). Causal attention keeps keys j 
 position. Cost, for r hashes into b buckets and chunks of c: attention O(r·L·c·D) time and
 O(r·L·Dv + L·c) memory, hashing O(r·L·D·b) time and O(L·b) memory — with the paper's
 b = 2L/c hashing grows as L²/c, yet stays below the attention's cost until L ≈ 2c².
+
+Its weights are real softmax weights, over the keys each query met: asked for an attention
+map, each round's chunk weights are scattered to their ``(L, L)`` positions and the rounds
+combined with the same weights as the outputs, so ``map @ V`` is the output.
 """
 
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.attention.functional import attention, zero_padding
-from selfattn.kernels.base import AttentionKernel, register_kernel
+from selfattn.kernels.base import AttentionKernel, AttentionRequest, Capability, register_kernel
 
 __all__ = ["SELF_SCORE", "LSHKernel", "hash_buckets"]
 
@@ -87,8 +92,16 @@ class LSHKernel(AttentionKernel):
     """
 
     name = "lsh"
-    supports_causal = True
     size_option = "num_buckets"
+    supports_causal = True
+    supports_weights = True  # sparse softmax weights, scattered to (L, L) when asked for
+    supports_cross = False
+    reasons: ClassVar[dict[Capability, str]] = {
+        "mask": "it attends within hash buckets, with no (T, S) scores to mask",
+        "scores": "it hashes by angle and uses scaled-dot softmax within buckets",
+        "cache": "it hashes and sorts the whole sequence at once",
+        "cross": "it sorts queries and keys of one sequence into shared buckets",
+    }
 
     def __init__(
         self,
@@ -151,47 +164,45 @@ class LSHKernel(AttentionKernel):
         return out
 
     def attend(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        *,
-        key_padding_mask: Tensor | None,
-        causal: bool,
-    ) -> Tensor:
+        self, q: Tensor, k: Tensor, v: Tensor, request: AttentionRequest
+    ) -> tuple[Tensor, Tensor | None]:
         length, head_dim = q.shape[2], q.shape[3]
-        if k.shape[2] != length:
-            raise ValueError(
-                f"lsh attention is self-attention: needs T == S, got {length} and {k.shape[2]}"
-            )
-        if key_padding_mask is not None:
+        pad = request.key_padding_mask
+        if pad is not None:
             # Weight 0 times a padded NaN would still be NaN. Self-attention: a padded query
             # is a padded (shared) key too, and goes to the padding bucket whatever it holds.
-            q, k, v = (zero_padding(t, key_padding_mask) for t in (q, k, v))
+            q, k, v = (zero_padding(t, pad) for t in (q, k, v))
         keys = F.normalize(q, dim=-1) if self.shared_qk else k
         num_buckets = self.buckets_for(length)
         generator = torch.Generator().manual_seed(self.seed)
         rotations = torch.randn(self.num_hashes, head_dim, num_buckets // 2, generator=generator)
-        outputs, normalisers = [], []
+        outputs, normalisers, maps = [], [], []
         for rotation in rotations.to(q.device):
             rotation_or_none = rotation if num_buckets > 1 else None
             q_buckets = hash_buckets(q, rotation_or_none, num_buckets)
             k_buckets = None if self.shared_qk else hash_buckets(k, rotation_or_none, num_buckets)
-            out, lse = _bucketed_attention(
+            out, lse, weights = _bucketed_attention(
                 q,
                 keys,
                 v,
                 q_buckets,
                 k_buckets,
-                padding=key_padding_mask,
+                padding=pad,
                 padding_bucket=num_buckets,
                 chunk_size=self.chunk_size,
-                causal=causal,
+                causal=request.causal,
                 exclude_self=self.shared_qk,
+                need_weights=request.need_weights,
             )
             outputs.append(out)
             normalisers.append(lse)
-        return _combine_rounds(torch.stack(outputs), torch.stack(normalisers))
+            maps.append(weights)
+        round_weights = _round_weights(torch.stack(normalisers))  # (r, B, H, L)
+        out = (round_weights[..., None] * torch.stack(outputs)).sum(dim=0)
+        if not request.need_weights:
+            return out, None
+        weights = torch.stack([m for m in maps if m is not None])  # (r, B, H, L, L)
+        return out, (round_weights[..., None] * weights).sum(dim=0)
 
 
 def _bucketed_attention(
@@ -206,8 +217,10 @@ def _bucketed_attention(
     chunk_size: int,
     causal: bool,
     exclude_self: bool,
-) -> tuple[Tensor, Tensor]:
-    """One hash round: ``(out (B, H, L, Dv), logsumexp of each query's scores (B, H, L))``.
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """One hash round: ``(out (B, H, L, Dv), logsumexp of each query's scores (B, H, L),
+    this round's weights (B, H, L, L) if need_weights else None)``.
 
     Queries and keys (``k_buckets`` None: the queries' buckets) are sorted by (bucket,
     position); query chunk n attends to key chunks n − 1 and n, to keys of its own bucket
@@ -244,32 +257,45 @@ def _bucketed_attention(
         is_self = allowed & (chunk_k_pos[..., None, :] == chunk_q_pos[..., :, None])
         scores = scores.masked_fill(is_self, SELF_SCORE)
 
-    out, lse = _softmax_attend(scores, allowed, chunk_v)  # (B, H, n, c, Dv), (B, H, n, c)
+    probs, lse = _softmax(scores, allowed)  # (B, H, n, c, w), (B, H, n, c)
+    out = probs @ chunk_v  # (B, H, n, c, Dv)
     batch, heads = q.shape[:2]
     out = out.reshape(batch, heads, -1, v.shape[-1])[:, :, :length]
     lse = lse.reshape(batch, heads, -1)[:, :, :length]
     unsort = q_order.argsort(dim=-1)
-    return _gather(out, unsort), lse.gather(-1, unsort)
+    weights = None
+    if need_weights:
+        weights = _scatter_weights(probs, chunk_q_pos, chunk_k_pos, length)
+    return _gather(out, unsort), lse.gather(-1, unsort), weights
 
 
-def _softmax_attend(scores: Tensor, allowed: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-    """``softmax(scores) @ values`` and the logsumexp of each row's scores; a row with no
-    allowed key gets output 0 and logsumexp −inf, with finite gradients."""
+def _softmax(scores: Tensor, allowed: Tensor) -> tuple[Tensor, Tensor]:
+    """Softmax over the last dim and the logsumexp of each row's scores; a row with no
+    allowed key gets weights 0 and logsumexp −inf, with finite gradients."""
     has_key = allowed.any(dim=-1, keepdim=True)
     shift = scores.amax(dim=-1, keepdim=True).detach().masked_fill(~has_key, 0.0)
     exp_scores = torch.exp(scores - shift)
     total = exp_scores.sum(dim=-1, keepdim=True).masked_fill(~has_key, 1.0)
     lse = (total.log() + shift).masked_fill(~has_key, -math.inf)
-    return (exp_scores / total) @ values, lse.squeeze(-1)
+    return exp_scores / total, lse.squeeze(-1)
 
 
-def _combine_rounds(outputs: Tensor, normalisers: Tensor) -> Tensor:
-    """Σ_r softmax_r(lse_r) · out_r over rounds: ``(r, B, H, L, Dv)``, ``(r, B, H, L)``."""
-    if outputs.shape[0] == 1:
-        return outputs[0]
+def _scatter_weights(probs: Tensor, q_pos: Tensor, k_pos: Tensor, length: int) -> Tensor:
+    """One round's chunk weights ``probs (B, H, n, c, w)`` at their positions: ``(B, H, L,
+    L)``. Filler slots (position −1) carry weight 0 and are sent to position 0."""
+    rows = q_pos[..., :, None].clamp_min(0)  # (B, H, n, c, 1)
+    cols = k_pos[..., None, :].clamp_min(0)  # (B, H, n, 1, w)
+    flat = (rows * length + cols).expand_as(probs).flatten(2)
+    batch, heads = probs.shape[:2]
+    dense = probs.new_zeros(batch, heads, length * length)
+    return dense.scatter_add(-1, flat, probs.flatten(2)).view(batch, heads, length, length)
+
+
+def _round_weights(normalisers: Tensor) -> Tensor:
+    """``(r, B, H, L)``: each round's share, softmax over rounds of its logsumexp, so that
+    Σ_r share_r · out_r is softmax over every key any round found."""
     nothing = torch.isinf(normalisers).all(dim=0, keepdim=True)  # no key in any round
-    weights = torch.softmax(normalisers.masked_fill(nothing, 0.0), dim=0)
-    return (weights[..., None] * outputs).sum(dim=0)
+    return torch.softmax(normalisers.masked_fill(nothing, 0.0), dim=0)
 
 
 def _gather(x: Tensor, index: Tensor) -> Tensor:

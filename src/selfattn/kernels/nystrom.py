@@ -10,18 +10,20 @@ Pick m landmarks — the means of m contiguous segments of the queries (Q̃) and
 multiplied right to left against V. The pseudo-inverse is the paper's iteration
 ``Z ← ¼ Z (13I − AZ (15I − AZ (7I − AZ)))`` from ``Z₀ = Aᵀ / (‖A‖₁ ‖A‖∞)``. With m = L
 landmarks every segment is one token and the product is exact (given enough iterations).
-Cost O(L·m·(D + Dv) + m³) time, O(L·m + m²) memory.
+Cost O(L·m·(D + Dv) + m³) time, O(L·m + m²) memory. Its attention map is the ``T × S``
+product itself (plus the convolution's band, when it has one), formed only when asked for.
 """
 
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from selfattn.attention.functional import zero_padding
-from selfattn.kernels.base import AttentionKernel, register_kernel
+from selfattn.kernels.base import AttentionKernel, AttentionRequest, Capability, register_kernel
 
 __all__ = ["NystromKernel", "iterative_pinv", "segment_means"]
 
@@ -92,6 +94,13 @@ class NystromKernel(AttentionKernel):
 
     name = "nystrom"
     size_option = "num_landmarks"
+    supports_weights = True  # the implied T × S product, formed only when asked for
+    reasons: ClassVar[dict[Capability, str]] = {
+        "causal": "its landmarks average whole segments, the future included",
+        "cache": "its landmarks average whole segments, the future included",
+        "mask": "it never forms the (T, S) scores a mask would change",
+        "scores": "it approximates scaled-dot softmax through landmarks",
+    }
 
     def __init__(
         self,
@@ -124,28 +133,39 @@ class NystromKernel(AttentionKernel):
             )
 
     def attend(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        *,
-        key_padding_mask: Tensor | None,
-        causal: bool,
-    ) -> Tensor:
+        self, q: Tensor, k: Tensor, v: Tensor, request: AttentionRequest
+    ) -> tuple[Tensor, Tensor | None]:
         num_queries, num_keys = q.shape[2], k.shape[2]
-        self_attention = num_queries == num_keys
-        if self.conv is not None and not self_attention:
+        pad = request.key_padding_mask
+        if self.conv is not None and num_queries != num_keys:
             raise ValueError(f"nystrom's convolution needs T == S, got {num_queries}, {num_keys}")
-        if key_padding_mask is not None:  # a weight of 0 times a padded NaN is still NaN
-            k, v = zero_padding(k, key_padding_mask), zero_padding(v, key_padding_mask)
+        if pad is not None:  # a weight of 0 times a padded NaN is still NaN
+            k, v = zero_padding(k, pad), zero_padding(v, pad)
+        to_landmarks, inverse, from_keys = self._factors(q, k, pad)
+        out = to_landmarks @ (inverse @ (from_keys @ v))  # right to left: never T × S
+        if self.conv is not None:
+            out = out + self.conv(v)
+        if not request.need_weights:
+            return out, None
+        weights = to_landmarks @ inverse @ from_keys  # (B, H, T, S)
+        if self.conv is not None:
+            weights = weights + self._conv_band(num_keys, weights.dtype, weights.device)
+            if pad is not None:  # the convolution met zeros there: the same output
+                weights = weights.masked_fill(pad[:, None, None, :], 0.0)
+        return out, weights
+
+    def _factors(self, q: Tensor, k: Tensor, pad: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """The three factors of the approximation: ``(T, m)``, ``(m, m)`` pseudo-inverse,
+        ``(m, S)`` (each per batch and head)."""
+        num_queries, num_keys = q.shape[2], k.shape[2]
         scale = 1.0 / math.sqrt(q.shape[-1])
         m = min(self.num_landmarks, num_queries, num_keys)
-        query_padding = key_padding_mask if self_attention else None
+        query_padding = pad if num_queries == num_keys else None  # self-attention
         q_land, q_empty = segment_means(q, m, query_padding)  # (B, H, m, D), (B, m)
-        k_land, k_empty = segment_means(k, m, key_padding_mask)
+        k_land, k_empty = segment_means(k, m, pad)
         keys_out = landmarks_out = None
-        if key_padding_mask is not None:
-            keys_out = key_padding_mask[:, None, None, :]
+        if pad is not None:
+            keys_out = pad[:, None, None, :]
             landmarks_out = k_empty[:, None, None, :]
 
         kernel_1 = _masked_softmax(q @ k_land.transpose(-1, -2) * scale, landmarks_out)  # (T, m)
@@ -153,7 +173,18 @@ class NystromKernel(AttentionKernel):
         # Empty query landmarks: zero rows, which the pseudo-inverse keeps out.
         kernel_2 = kernel_2.masked_fill(q_empty[:, None, :, None], 0.0)
         kernel_3 = _masked_softmax(q_land @ k.transpose(-1, -2) * scale, keys_out)  # (m, S)
-        out = kernel_1 @ (iterative_pinv(kernel_2, self.pinv_iterations) @ (kernel_3 @ v))
-        if self.conv is not None:
-            out = out + self.conv(v)
-        return out
+        return kernel_1, iterative_pinv(kernel_2, self.pinv_iterations), kernel_3
+
+    def _conv_band(self, length: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+        """``(H, L, L)``: the depthwise convolution along the sequence as a matrix on V,
+        ``conv(v) = band @ v`` (tap t of head h on the diagonal t − kernel_size // 2)."""
+        assert self.conv is not None
+        taps = self.conv.weight[:, 0, :, 0].to(dtype)  # (H, kernel_size)
+        half = taps.shape[1] // 2
+        band = torch.zeros(taps.shape[0], length, length, dtype=dtype, device=device)
+        for t in range(taps.shape[1]):
+            offset = t - half  # out_i takes v_{i + offset}
+            if abs(offset) < length:
+                ones = torch.ones(length - abs(offset), dtype=dtype, device=device)
+                band = band + taps[:, t, None, None] * torch.diag(ones, diagonal=offset)
+        return band

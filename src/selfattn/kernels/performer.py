@@ -12,19 +12,22 @@ orthogonal blocks (norms from the chi(D) distribution, as Gaussian rows have), w
 the variance. Then attention is linear attention with these features
 (:func:`~selfattn.kernels.linear.linear_attention`), whose numerator and denominator
 are unbiased estimates of softmax attention's: time O(L·m·(D + Dv)), memory
-O(L·m + m·Dv) (causal: the chunked prefix sums of :mod:`selfattn.kernels.linear`).
+O(L·m + m·Dv) (causal: the chunked prefix sums of :mod:`selfattn.kernels.linear`). Its
+attention map is the matrix these features imply,
+:func:`~selfattn.kernels.linear.linear_attention_weights`, formed only when asked for.
 """
 
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from selfattn.attention.functional import zero_padding
-from selfattn.kernels.base import AttentionKernel, register_kernel
-from selfattn.kernels.linear import linear_attention
+from selfattn.kernels.base import AttentionKernel, AttentionRequest, Capability, register_kernel
+from selfattn.kernels.linear import attend_with_features
 
 __all__ = ["PerformerKernel", "favor_features", "orthogonal_gaussian"]
 
@@ -99,8 +102,14 @@ class PerformerKernel(AttentionKernel):
     """
 
     name = "performer"
-    supports_causal = True
     size_option = "num_features"
+    supports_causal = True
+    supports_weights = True  # the implied matrix, formed only when asked for
+    supports_cache = True  # causal with T < S is bottom-right aligned: the last T queries
+    reasons: ClassVar[dict[Capability, str]] = {
+        "mask": "it never forms the (T, S) scores a mask would change",
+        "scores": "it approximates scaled-dot softmax with random features",
+    }
 
     projection: Tensor
 
@@ -132,28 +141,15 @@ class PerformerKernel(AttentionKernel):
         self.projection.copy_(drawn)
 
     def attend(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        *,
-        key_padding_mask: Tensor | None,
-        causal: bool,
-    ) -> Tensor:
+        self, q: Tensor, k: Tensor, v: Tensor, request: AttentionRequest
+    ) -> tuple[Tensor, Tensor | None]:
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"performer built for head_dim {self.head_dim}, got {q.shape[-1]}")
-        if key_padding_mask is not None:  # exp(NaN) would leak through the gradient
-            k = zero_padding(k, key_padding_mask)
+        pad = request.key_padding_mask
+        if pad is not None:  # exp(NaN) would leak through the gradient
+            k = zero_padding(k, pad)
         phi_q = favor_features(q, self.projection, is_query=True)
-        phi_k = favor_features(
-            k, self.projection, is_query=False, key_padding_mask=key_padding_mask
-        )
-        return linear_attention(
-            phi_q,
-            phi_k,
-            v,
-            key_padding_mask=key_padding_mask,
-            causal=causal,
-            chunk_size=self.chunk_size,
-            eps=self.eps,
+        phi_k = favor_features(k, self.projection, is_query=False, key_padding_mask=pad)
+        return attend_with_features(
+            phi_q, phi_k, v, request, chunk_size=self.chunk_size, eps=self.eps
         )

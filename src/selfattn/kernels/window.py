@@ -18,21 +18,31 @@ Two implementations compute it:
 * **flex** (CUDA): ``torch.nn.attention.flex_attention`` compiled once, with a block mask
   that lists, for each 128-query tile, the key tiles the band reaches, and a ``mask_mod``
   for band, causal and padding inside them.
+
+Asked for its weights (an attention map), the kernel computes the dense formula under the
+band instead: the ``(B, H, L, L)`` map is quadratic anyway, and so its weights and output
+come from one computation.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from selfattn.attention.functional import zero_padding
+from selfattn.attention.functional import attention, zero_padding
 from selfattn.attention.masks import causal_mask, window_mask
-from selfattn.kernels.base import AttentionKernel, check_kernel_inputs, register_kernel
+from selfattn.kernels.base import (
+    AttentionKernel,
+    AttentionRequest,
+    Capability,
+    check_kernel_inputs,
+    register_kernel,
+)
 
 __all__ = ["WindowKernel", "flex_available", "window_attention"]
 
@@ -284,8 +294,18 @@ class WindowKernel(AttentionKernel):
 
     name = "window"
     exact = True
-    supports_causal = True
     size_option = "window"
+    supports_causal = True
+    supports_window = True  # a call's window narrows the kernel's: the band is the smaller
+    supports_weights = True
+    supports_cross = False
+    reasons: ClassVar[dict[Capability, str]] = {
+        "mask": "it attends within its band block by block, with no (T, S) scores to mask; "
+        "use the dense kernel with window=…",
+        "scores": "its blocks are fused scaled-dot softmax; use the dense kernel with window=…",
+        "cache": "its blocks pair query i with key i: queries and keys are one sequence",
+        "cross": "its blocks pair query i with key i: queries and keys are one sequence",
+    }
 
     def __init__(self, window: int, block_size: int | None = None, dropout: float = 0.0) -> None:
         super().__init__()
@@ -303,24 +323,32 @@ class WindowKernel(AttentionKernel):
         return f"window={self.window}, block_size={self.block_size}, dropout={self.dropout}"
 
     def attend(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        *,
-        key_padding_mask: Tensor | None,
-        causal: bool,
-    ) -> Tensor:
-        return window_attention(
+        self, q: Tensor, k: Tensor, v: Tensor, request: AttentionRequest
+    ) -> tuple[Tensor, Tensor | None]:
+        window = self.window if request.window is None else min(self.window, request.window)
+        dropout = self.dropout if self.training else 0.0
+        if request.need_weights:  # an (L, L) map is asked for: the dense formula gives both
+            return attention(
+                q,
+                k,
+                v,
+                key_padding_mask=request.key_padding_mask,
+                causal=request.causal,
+                window=window,
+                need_weights=True,
+                dropout=dropout,
+            )
+        out = window_attention(
             q,
             k,
             v,
-            self.window,
-            causal=causal,
-            key_padding_mask=key_padding_mask,
+            window,
+            causal=request.causal,
+            key_padding_mask=request.key_padding_mask,
             block_size=self.block_size,
-            dropout=self.dropout if self.training else 0.0,
+            dropout=dropout,
         )
+        return out, None
 
     def reference_mask(
         self, num_queries: int, num_keys: int, device: torch.device, *, causal: bool = False
@@ -348,6 +376,11 @@ def _check(
         raise ValueError(
             f"window attention is self-attention: q and k lengths differ "
             f"(T={q.shape[2]}, S={k.shape[2]})"
+        )
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(
+            f"window attention needs as many key/value heads as query heads, got "
+            f"{k.shape[1]} and {q.shape[1]}"
         )
     if not isinstance(window, int) or window < 0:
         raise ValueError(f"window must be a non-negative int, got {window!r}")

@@ -7,18 +7,16 @@ instead (e.g. the matching one, or a mix chosen per layer).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from torch import Tensor, nn
 
 from selfattn.attention.cache import DecoderCache
-from selfattn.attention.normalizers import NormalizerFn
-from selfattn.attention.scores import ScoreFn
 from selfattn.blocks.decoder_block import DecoderBlock
-from selfattn.blocks.feedforward import ActivationName
-from selfattn.models.encoder import build_positionals, check_stack
+from selfattn.blocks.encoder_block import layer_norm
+from selfattn.models.config import StackConfig
+from selfattn.models.encoder import build_positionals
 
 
 @dataclass
@@ -44,106 +42,26 @@ class Decoder(nn.Module):
     """A stack of :class:`~selfattn.blocks.DecoderBlock`.
 
     Args:
-        embed_dim: E.
-        num_heads: H.
-        num_layers: number of blocks (with ``share_weights``, of applications of one block).
-        ffn_dim: hidden size of each feed-forward network.
+        config: every option of the stack and its blocks. A relative positional
+            encoding acts in the self-attention only; ``config.attention`` must be
+            ``"dense"`` (incremental decoding keeps a KV cache).
         memory_dim: Em, feature size of the encoder memory (default E).
-        positional: name of a positional encoding in
-            :data:`selfattn.positional.POSITIONAL`, or ``None``. A relative encoding acts
-            in the self-attention only.
-        max_len: longest sequence the positional encoding must cover.
-        positional_options: extra keyword arguments for the positional encoding.
-        share_weights: one block applied ``num_layers`` times (Universal Transformer).
-        final_norm: LayerNorm on the output; default: only for pre-LN blocks.
-        embed_dropout: dropout on the input after positional encoding (default ``dropout``).
-        dropout: dropout inside the blocks.
-        activation: feed-forward activation (``"relu"``, ``"gelu"``, ``"swiglu"``).
-        norm_first: pre-LN blocks instead of post-LN.
-        layer_norm_eps: ε of every layer norm.
-        bias: biases in linear layers and layer norms.
-        score: attention score.
-        normalizer: attention normaliser.
-        num_kv_heads: key/value heads (grouped-query attention; default H).
-        include_self: False forbids a position attending to itself in self-attention.
-        attention_dropout: dropout on the weights of every attention (default ``dropout``).
-            On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused
-            kernel for a slower path, so ``0`` with ``dropout`` elsewhere is the fast choice.
     """
 
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        num_layers: int,
-        ffn_dim: int,
-        *,
-        memory_dim: int | None = None,
-        positional: str | None = None,
-        max_len: int = 512,
-        positional_options: Mapping[str, Any] | None = None,
-        share_weights: bool = False,
-        final_norm: bool | None = None,
-        embed_dropout: float | None = None,
-        dropout: float = 0.0,
-        activation: ActivationName = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-        bias: bool = True,
-        score: str | ScoreFn = "scaled_dot",
-        normalizer: str | NormalizerFn = "softmax",
-        num_kv_heads: int | None = None,
-        include_self: bool = True,
-        attention_dropout: float | None = None,
-    ) -> None:
+    def __init__(self, config: StackConfig, *, memory_dim: int | None = None) -> None:
         super().__init__()
-        check_stack(
-            embed_dim=embed_dim,
-            num_heads=num_heads,
-            num_layers=num_layers,
-            ffn_dim=ffn_dim,
-            dropout=dropout,
-            activation=activation,
-            positional=positional,
-        )
-        if memory_dim is not None and memory_dim < 1:
-            raise ValueError(f"memory_dim must be positive, got {memory_dim}")
-        self.num_layers = num_layers
-        num_blocks = 1 if share_weights else num_layers
-        self.absolute, relatives = build_positionals(
-            positional,
-            embed_dim=embed_dim,
-            num_heads=num_heads,
-            max_len=max_len,
-            num_relative=num_blocks,
-            options=positional_options,
-        )
-        self.embed_dropout = nn.Dropout(dropout if embed_dropout is None else embed_dropout)
+        self.config = config
+        self.num_layers = config.num_layers
+        num_blocks = 1 if config.share_weights else config.num_layers
+        self.absolute, relatives = build_positionals(config, num_blocks)
+        self.embed_dropout = nn.Dropout(config.input_dropout)
         blocks = [
-            DecoderBlock(
-                embed_dim,
-                num_heads,
-                ffn_dim,
-                memory_dim=memory_dim,
-                dropout=dropout,
-                activation=activation,
-                norm_first=norm_first,
-                layer_norm_eps=layer_norm_eps,
-                bias=bias,
-                score=score,
-                normalizer=normalizer,
-                num_kv_heads=num_kv_heads,
-                include_self=include_self,
-                positional=relative,
-                attention_dropout=attention_dropout,
-            )
+            DecoderBlock(config, memory_dim=memory_dim, positional=relative)
             for relative in relatives
         ]
         # A shared block appears num_layers times; parameters() still lists it once.
-        self.layers = nn.ModuleList(blocks * num_layers if share_weights else blocks)
-        if final_norm is None:
-            final_norm = norm_first
-        self.norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias) if final_norm else None
+        self.layers = nn.ModuleList(blocks * config.num_layers if config.share_weights else blocks)
+        self.norm = layer_norm(config) if config.has_final_norm else None
 
     def forward(
         self,

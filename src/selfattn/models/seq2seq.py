@@ -29,7 +29,7 @@ In pointer mode id ``NUM_SPECIALS + j`` means source position j.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 import torch
@@ -37,71 +37,33 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from selfattn.attention.cache import DecoderCache
+from selfattn.data.specials import BOS_ID as BOS_ID  # re-exported: decoding reads it here
+from selfattn.data.specials import EOS_ID, NUM_SPECIALS, PAD_ID, UNK_ID
+from selfattn.models.config import StackConfig
+from selfattn.models.conformer import Conformer
 from selfattn.models.decoder import Decoder
-from selfattn.models.encoder import Encoder
+from selfattn.models.encoder import BlockStack, Encoder
+from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqAttentionMaps, Seq2SeqOutput
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-NUM_SPECIALS = 4
 OutputKind = Literal["vocab", "pointer", "copy"]
 CrossLayers = Literal["last", "matching"]
 OUTPUTS: tuple[OutputKind, ...] = ("vocab", "pointer", "copy")
+EncoderKind = Literal["transformer", "conformer"]
+#: The encoder stacks a seq2seq model can read its source with, by name.
+ENCODER_STACKS: dict[str, type[BlockStack]] = {"transformer": Encoder, "conformer": Conformer}
 _TINY = 1e-12  # floor of mixed probabilities before the log
 
 
-@dataclass
-class EncodedSource:
-    """The encoder's view of a batch of sources, reused by every decoding step.
-
-    Attributes:
-        memory: ``(B, S, E)`` the encoder's last layer.
-        padding: ``(B, S)`` boolean, True at padding.
-        memories: one ``(B, S, E)`` tensor per decoder layer when each decoder layer reads
-            its own encoder layer (``cross_layers="matching"``), else ``None``.
-        source_vectors: ``(B, S, E)`` the embedded source (pointer-mode decoder inputs).
-        copy_ids: ``(B, S)`` long, each source token's id in the extended vocabulary
-            (copy mode), else ``None``.
-    """
-
-    memory: Tensor
-    padding: Tensor
-    memories: list[Tensor] | None
-    source_vectors: Tensor
-    copy_ids: Tensor | None = None
-
-    def index_select(self, index: Tensor) -> EncodedSource:
-        """Rows ``index`` of every tensor (repeat sources for beams, or reorder them)."""
-
-        def pick(t: Tensor | None) -> Tensor | None:
-            return None if t is None else t.index_select(0, index)
-
-        return replace(
-            self,
-            memory=self.memory.index_select(0, index),
-            padding=self.padding.index_select(0, index),
-            memories=None
-            if self.memories is None
-            else [m.index_select(0, index) for m in self.memories],
-            source_vectors=self.source_vectors.index_select(0, index),
-            copy_ids=pick(self.copy_ids),
-        )
-
-
-@dataclass
-class Seq2SeqOutput:
-    """What :meth:`Seq2SeqTransformer.decode` returns.
-
-    Attributes:
-        log_probs: ``(B, T, V)`` log-probabilities of the next token at each position; V is
-            the vocabulary size (vocab), ``NUM_SPECIALS + S`` (pointer) or the vocabulary
-            extended by ``num_extended`` source words (copy).
-        cross_attentions: per decoder layer ``(B, H, T, S)`` when weights were requested.
-        pointer_attention: ``(B, T, S)`` the attention over source positions of the
-            pointer / copy output, else ``None``.
-    """
-
-    log_probs: Tensor
-    cross_attentions: list[Tensor] | None = None
-    pointer_attention: Tensor | None = None
+def decoder_like(encoder: StackConfig, **changes: Any) -> StackConfig:
+    """The decoder configuration that matches ``encoder``: the same sizes, dropout,
+    activation, pre/post-LN, score and normaliser, but dense attention (incremental
+    decoding keeps a KV cache) that includes each position itself (decoder position t
+    reads the previous token: without itself it would not see the last token).
+    ``changes`` override any field (``num_layers=…``, ``positional=…``)."""
+    return replace(
+        encoder,
+        **{"attention": "dense", "attention_options": {}, "include_self": True, **changes},
+    )
 
 
 class PointerAttention(nn.Module):
@@ -124,24 +86,22 @@ class PointerAttention(nn.Module):
 
 
 class Seq2SeqTransformer(nn.Module):
-    """Source embedding → :class:`Encoder` → :class:`Decoder` → output layer.
+    """Source embedding → encoder stack → :class:`Decoder` → output layer.
 
     Args:
+        encoder: the encoder stack's whole configuration: sizes, depth, positions
+            (``positional=None``: the source is a *set*, e.g. convex-hull points), any
+            attention kernel (``"window"`` for long speech), score, normaliser, … Its
+            ``max_len`` is the longest source or target sequence.
+        decoder: the decoder stack's configuration (:func:`decoder_like` derives one from
+            ``encoder``); it must have the encoder's ``embed_dim`` and ``max_len`` and
+            dense attention.
         target_vocab_size: ids of the target vocabulary, specials included (unused in
             pointer mode, where the outputs are source positions).
         source_vocab_size: ids of the source vocabulary (text input), or ``None``.
         source_feature_dim: F of each source vector (vector input), or ``None``.
-        embed_dim: E.
-        num_heads: H.
-        num_encoder_layers: encoder blocks.
-        num_decoder_layers: decoder blocks.
-        ffn_dim: feed-forward width.
-        dropout: dropout everywhere.
-        attention_dropout: dropout on the attention weights alone (default ``dropout``).
-        positional: absolute or relative encoding (a key of
-            :data:`selfattn.positional.POSITIONAL`) for both stacks, or ``None``.
-        max_len: longest source or target sequence.
-        norm_first: pre-LN blocks.
+        encoder_kind: the encoder's blocks, a key of :data:`ENCODER_STACKS`:
+            ``"transformer"`` or ``"conformer"`` (convolution too, for speech).
         share_embeddings: one embedding table for source and target (text in, vocab or
             copy out, the same vocabulary size).
         tie_output: the vocabulary projection reuses the target embedding matrix.
@@ -150,58 +110,39 @@ class Seq2SeqTransformer(nn.Module):
             layer; ``"matching"``: decoder layer l attends to encoder layer l (equal depths).
         length_predictor: add a classifier of the target length (for non-autoregressive
             decoding) over lengths 0 … ``max_len``.
-        source_positional: False leaves the encoder without positional encoding, so it
-            treats the source as a *set* (permutation-equivariant), e.g. the points of a
-            convex-hull problem; the decoder keeps ``positional``.
     """
 
     def __init__(
         self,
+        encoder: StackConfig,
+        decoder: StackConfig,
         *,
         target_vocab_size: int,
         source_vocab_size: int | None = None,
         source_feature_dim: int | None = None,
-        embed_dim: int = 256,
-        num_heads: int = 4,
-        num_encoder_layers: int = 3,
-        num_decoder_layers: int = 3,
-        ffn_dim: int = 1024,
-        dropout: float = 0.1,
-        positional: str | None = "sinusoidal",
-        max_len: int = 256,
-        norm_first: bool = True,
+        encoder_kind: EncoderKind = "transformer",
         share_embeddings: bool = False,
         tie_output: bool = True,
         output: OutputKind = "vocab",
         cross_layers: CrossLayers = "last",
         length_predictor: bool = False,
-        source_positional: bool = True,
-        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
-        if (source_vocab_size is None) == (source_feature_dim is None):
-            raise ValueError("give exactly one of source_vocab_size and source_feature_dim")
-        if output not in OUTPUTS:
-            raise ValueError(f"unknown output {output!r}; choose one of {', '.join(OUTPUTS)}")
-        if output == "copy" and source_vocab_size is None:
-            raise ValueError("the copy output copies source *tokens*: it needs text input")
-        if target_vocab_size <= NUM_SPECIALS and output != "pointer":
-            raise ValueError(
-                f"target_vocab_size ({target_vocab_size}) must exceed the {NUM_SPECIALS} "
-                "special ids (pad, unk, bos, eos)"
-            )
-        if cross_layers == "matching" and num_encoder_layers != num_decoder_layers:
-            raise ValueError(
-                "cross_layers='matching' needs as many encoder as decoder layers, got "
-                f"{num_encoder_layers} and {num_decoder_layers}"
-            )
-        if share_embeddings and (source_vocab_size != target_vocab_size or output == "pointer"):
-            raise ValueError(
-                "share_embeddings needs text on both sides with one vocabulary size, got "
-                f"source {source_vocab_size} and target {target_vocab_size}"
-            )
-        self.embed_dim, self.max_len = embed_dim, max_len
+        _check_options(
+            encoder,
+            decoder,
+            target_vocab_size=target_vocab_size,
+            source_vocab_size=source_vocab_size,
+            source_feature_dim=source_feature_dim,
+            encoder_kind=encoder_kind,
+            share_embeddings=share_embeddings,
+            output=output,
+            cross_layers=cross_layers,
+        )
+        embed_dim = encoder.embed_dim
+        self.embed_dim, self.max_len = embed_dim, encoder.max_len
         self.output, self.cross_layers = output, cross_layers
+        self.encoder_kind = encoder_kind
         self.target_vocab_size = target_vocab_size
         self.embed_scale = math.sqrt(embed_dim)
         self.source_embed: nn.Module
@@ -221,24 +162,11 @@ class Seq2SeqTransformer(nn.Module):
         )
         if not share_embeddings:
             _init_embedding(self.target_embed, embed_dim)
-
-        def stack(kind: type[Encoder] | type[Decoder], layers: int, position: str | None) -> Any:
-            return kind(
-                embed_dim,
-                num_heads,
-                layers,
-                ffn_dim,
-                dropout=dropout,
-                attention_dropout=attention_dropout,
-                positional=position,
-                max_len=max_len + 2,  # BOS / EOS on top of the longest sequence
-                norm_first=norm_first,
-            )
-
-        self.encoder: Encoder = stack(
-            Encoder, num_encoder_layers, positional if source_positional else None
+        # BOS / EOS on top of the longest sequence.
+        self.encoder: BlockStack = ENCODER_STACKS[encoder_kind](
+            replace(encoder, max_len=encoder.max_len + 2)
         )
-        self.decoder: Decoder = stack(Decoder, num_decoder_layers, positional)
+        self.decoder = Decoder(replace(decoder, max_len=decoder.max_len + 2))
         self.out_proj: nn.Linear | None = None
         self.pointer: PointerAttention | None = None
         self.eos_proj: nn.Linear | None = None
@@ -255,19 +183,14 @@ class Seq2SeqTransformer(nn.Module):
         if output == "copy":
             # p_gen from the decoder state, the attended source summary and the input.
             self.gate = nn.Linear(3 * embed_dim, 1)
-        self.length_head = nn.Linear(embed_dim, max_len + 1) if length_predictor else None
+        self.length_head = nn.Linear(embed_dim, self.max_len + 1) if length_predictor else None
         #: What the model was built from (a task spec), kept for checkpoints; set by builders.
         self.spec: object | None = None
 
     # ------------------------------------------------------------------ encoder side
 
     def encode(
-        self,
-        source: Tensor,
-        padding: Tensor,
-        *,
-        copy_ids: Tensor | None = None,
-        need_weights: bool = False,
+        self, source: Tensor, padding: Tensor, *, copy_ids: Tensor | None = None
     ) -> EncodedSource:
         """Encode a batch of sources.
 
@@ -275,11 +198,16 @@ class Seq2SeqTransformer(nn.Module):
             source: ``(B, S)`` token ids (text) or ``(B, S, F)`` vectors.
             padding: ``(B, S)`` boolean, True at padding.
             copy_ids: ``(B, S)`` extended-vocabulary ids of the source tokens (copy mode).
-            need_weights: unused by the model; kept for symmetry with :meth:`decode`.
 
         Returns:
             An :class:`EncodedSource`.
         """
+        return self._encode(source, padding, copy_ids=copy_ids, need_weights=False)[0]
+
+    def _encode(
+        self, source: Tensor, padding: Tensor, *, copy_ids: Tensor | None, need_weights: bool
+    ) -> tuple[EncodedSource, list[Tensor] | None]:
+        """:meth:`encode`, and the encoder's self-attention weights when asked for."""
         if source.shape[:2] != padding.shape:
             raise ValueError(
                 f"source {tuple(source.shape)} and padding {tuple(padding.shape)} disagree "
@@ -295,13 +223,14 @@ class Seq2SeqTransformer(nn.Module):
         vectors = self.source_embed(source)
         if isinstance(self.source_embed, nn.Embedding):
             vectors = vectors * self.embed_scale
-        out = self.encoder(vectors, key_padding_mask=padding)
+        out = self.encoder(vectors, key_padding_mask=padding, need_weights=need_weights)
         memories = None
         if self.cross_layers == "matching":
             memories = out.hidden_states[1:]
             if self.encoder.norm is not None:  # pre-LN: normalise what the decoder reads
                 memories = [self.encoder.norm(m) for m in memories[:-1]] + [memories[-1]]
-        return EncodedSource(out.last_hidden_state, padding, memories, vectors, copy_ids)
+        encoded = EncodedSource(out.last_hidden_state, padding, memories, vectors, copy_ids)
+        return encoded, out.attentions
 
     def predict_length(self, encoded: EncodedSource) -> Tensor:
         """``(B, max_len + 1)`` logits over the target length (without EOS).
@@ -353,7 +282,7 @@ class Seq2SeqTransformer(nn.Module):
             target_padding: ``(B, T)`` True at padding (all positions so far when caching).
             cache: incremental decoding; ``target_in`` then holds only the new positions.
             causal: mask the future (False for non-autoregressive decoding).
-            need_weights: also return the cross-attention weights of every layer.
+            need_weights: also return the self- and cross-attention weights of every layer.
             num_extended: copy mode: size of the batch's out-of-vocabulary extension.
 
         Returns:
@@ -365,7 +294,7 @@ class Seq2SeqTransformer(nn.Module):
                 f"{tuple(target_in.shape)}"
             )
         offset = 0 if cache is None else cache.offset
-        if offset + target_in.shape[1] > self.max_len + 1:
+        if offset + target_in.shape[1] > self.max_len + 1:  # BOS, y₁ … y_max_len
             raise ValueError(
                 f"target of length {offset + target_in.shape[1]} exceeds the model's "
                 f"max_len + 1 ({self.max_len + 1})"
@@ -380,11 +309,18 @@ class Seq2SeqTransformer(nn.Module):
             need_weights=need_weights,
             cache=cache,
         )
-        hidden = out.last_hidden_state  # (B, T, E)
+        result = self._output_layer(out.last_hidden_state, x, encoded, num_extended)
+        result.cross_attentions = out.cross_attentions
+        result.self_attentions = out.self_attentions
+        return result
+
+    def _output_layer(
+        self, hidden: Tensor, inputs: Tensor, encoded: EncodedSource, num_extended: int
+    ) -> Seq2SeqOutput:
+        """Log-probabilities from the decoder's last hidden states ``(B, T, E)``."""
         if self.output == "vocab":
             assert self.out_proj is not None
-            log_probs = F.log_softmax(self.out_proj(hidden).float(), dim=-1)
-            return Seq2SeqOutput(log_probs, out.cross_attentions)
+            return Seq2SeqOutput(F.log_softmax(self.out_proj(hidden).float(), dim=-1))
         assert self.pointer is not None
         scores = self.pointer(hidden, encoded.memory, encoded.padding).float()  # (B, T, S)
         if self.output == "pointer":
@@ -392,9 +328,8 @@ class Seq2SeqTransformer(nn.Module):
             specials = hidden.new_full((*hidden.shape[:2], NUM_SPECIALS), float("-inf")).float()
             specials[..., EOS_ID] = self.eos_proj(hidden).squeeze(-1).float()
             log_probs = F.log_softmax(torch.cat([specials, scores], dim=-1), dim=-1)
-            attention = log_probs[..., NUM_SPECIALS:].exp()
-            return Seq2SeqOutput(log_probs, out.cross_attentions, attention)
-        return self._copy_output(hidden, x, scores, encoded, num_extended, out.cross_attentions)
+            return Seq2SeqOutput(log_probs, pointer_attention=log_probs[..., NUM_SPECIALS:].exp())
+        return self._copy_output(hidden, inputs, scores, encoded, num_extended)
 
     def _copy_output(
         self,
@@ -403,7 +338,6 @@ class Seq2SeqTransformer(nn.Module):
         scores: Tensor,
         encoded: EncodedSource,
         num_extended: int,
-        cross_attentions: list[Tensor] | None,
     ) -> Seq2SeqOutput:
         """p_gen · P_vocab + (1 − p_gen) · Σ_{j: source_j = w} a_j, as log-probabilities."""
         assert self.out_proj is not None and self.gate is not None
@@ -421,7 +355,7 @@ class Seq2SeqTransformer(nn.Module):
                 f"{mixed.shape[-1]} ids (is num_extended right?)"
             )
         mixed = mixed.scatter_add(-1, index, attention * (1.0 - p_gen))
-        return Seq2SeqOutput(mixed.clamp(min=_TINY).log(), cross_attentions, attention)
+        return Seq2SeqOutput(mixed.clamp(min=_TINY).log(), pointer_attention=attention)
 
     def forward(
         self,
@@ -442,6 +376,95 @@ class Seq2SeqTransformer(nn.Module):
             target_padding=target_padding,
             need_weights=need_weights,
             num_extended=num_extended,
+        )
+
+    @torch.no_grad()
+    def attention_maps(
+        self,
+        source: Tensor,
+        source_padding: Tensor,
+        target_in: Tensor,
+        *,
+        target_padding: Tensor | None = None,
+        copy_ids: Tensor | None = None,
+        num_extended: int = 0,
+    ) -> Seq2SeqAttentionMaps:
+        """Every layer's attention weights under teacher forcing, per head.
+
+        Args:
+            source: ``(B, S)`` token ids or ``(B, S, F)`` vectors.
+            source_padding: ``(B, S)`` boolean, True at padding.
+            target_in: ``(B, T)`` decoder input ids: BOS and a target prefix (e.g. the
+                decoded output), so row t shows what predicting token t + 1 attended to.
+            target_padding: ``(B, T)`` True at target padding.
+            copy_ids: ``(B, S)`` copy mode's extended-vocabulary ids of the source.
+            num_extended: copy mode: size of the out-of-vocabulary extension.
+
+        Returns:
+            A :class:`Seq2SeqAttentionMaps`; rows sum to 1 over real keys (softmax), and
+            padded keys and the decoder's future get exactly 0.
+
+        Raises:
+            ValueError: the encoder's attention kernel forms no attention matrix (its
+                one-line refusal).
+        """
+        encoded, encoder_maps = self._encode(
+            source, source_padding, copy_ids=copy_ids, need_weights=True
+        )
+        out = self.decode(
+            target_in,
+            encoded,
+            target_padding=target_padding,
+            need_weights=True,
+            num_extended=num_extended,
+        )
+        assert encoder_maps is not None
+        assert out.self_attentions is not None and out.cross_attentions is not None
+        return Seq2SeqAttentionMaps(encoder_maps, out.self_attentions, out.cross_attentions)
+
+
+def _check_options(
+    encoder: StackConfig,
+    decoder: StackConfig,
+    *,
+    target_vocab_size: int,
+    source_vocab_size: int | None,
+    source_feature_dim: int | None,
+    encoder_kind: str,
+    share_embeddings: bool,
+    output: str,
+    cross_layers: str,
+) -> None:
+    """One-line errors for options of :class:`Seq2SeqTransformer` that cannot work together."""
+    if (source_vocab_size is None) == (source_feature_dim is None):
+        raise ValueError("give exactly one of source_vocab_size and source_feature_dim")
+    if encoder_kind not in ENCODER_STACKS:
+        raise ValueError(
+            f"unknown encoder_kind {encoder_kind!r}; choose one of {', '.join(ENCODER_STACKS)}"
+        )
+    if output not in OUTPUTS:
+        raise ValueError(f"unknown output {output!r}; choose one of {', '.join(OUTPUTS)}")
+    if output == "copy" and source_vocab_size is None:
+        raise ValueError("the copy output copies source *tokens*: it needs text input")
+    if target_vocab_size <= NUM_SPECIALS and output != "pointer":
+        raise ValueError(
+            f"target_vocab_size ({target_vocab_size}) must exceed the {NUM_SPECIALS} "
+            "special ids (pad, unk, bos, eos)"
+        )
+    if (decoder.embed_dim, decoder.max_len) != (encoder.embed_dim, encoder.max_len):
+        raise ValueError(
+            f"the decoder's embed_dim and max_len ({decoder.embed_dim}, {decoder.max_len}) "
+            f"must be the encoder's ({encoder.embed_dim}, {encoder.max_len})"
+        )
+    if cross_layers == "matching" and encoder.num_layers != decoder.num_layers:
+        raise ValueError(
+            "cross_layers='matching' needs as many encoder as decoder layers, got "
+            f"{encoder.num_layers} and {decoder.num_layers}"
+        )
+    if share_embeddings and (source_vocab_size != target_vocab_size or output == "pointer"):
+        raise ValueError(
+            "share_embeddings needs text on both sides with one vocabulary size, got "
+            f"source {source_vocab_size} and target {target_vocab_size}"
         )
 
 

@@ -12,6 +12,7 @@ from selfattn.tasks.config import Architecture, ModelConfig, Pooling
 from selfattn.tasks.embedding import CharEncoder, InputEmbedding
 from selfattn.tasks.encoders import (
     ENCODERS,
+    AttentionSequenceEncoder,
     BiGRUEncoder,
     CNNEncoder,
     FCEncoder,
@@ -19,10 +20,13 @@ from selfattn.tasks.encoders import (
     TransformerSequenceEncoder,
     WindowFCEncoder,
     build_encoder,
+    stack_config,
 )
 from selfattn.tasks.heads import (
     POOLINGS,
     AttentionPooling,
+    ClsPooling,
+    ClsToken,
     FirstPooling,
     MeanPooling,
     SequenceClassifier,
@@ -47,9 +51,12 @@ __all__ = [
     "SCHEDULES",
     "Architecture",
     "AttentionPooling",
+    "AttentionSequenceEncoder",
     "BiGRUEncoder",
     "CNNEncoder",
     "CharEncoder",
+    "ClsPooling",
+    "ClsToken",
     "FCEncoder",
     "FirstPooling",
     "InputEmbedding",
@@ -77,4 +84,5 @@ __all__ = [
     "guided_attention_loss",
     "scheduled_sampling_inputs",
     "sequence_nll",
+    "stack_config",
 ]

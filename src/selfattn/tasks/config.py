@@ -6,16 +6,63 @@ imports point downward; :mod:`selfattn.train.config` re-exports it with the othe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
 
+from selfattn.attention.normalizers import NORMALIZERS
+from selfattn.attention.scores import SCORES
+from selfattn.blocks.config import kernel_takes_dropout
 from selfattn.kernels import KERNELS
 from selfattn.positional import GRID_POSITIONAL, POSITIONAL
 
 Architecture = Literal[
     "transformer", "fc", "fc_window", "bigru", "cnn", "conformer", "graph", "cnn2d"
 ]
-Pooling = Literal["mean", "first", "attention"]
+Pooling = Literal["mean", "first", "attention", "cls"]
+
+# Fields every architecture reads (what an input or task does not read is checked at build).
+_EVERY_ARCHITECTURE = frozenset(
+    {
+        "architecture",
+        "embed_dim",
+        "num_layers",
+        "ffn_dim",
+        "dropout",
+        "pooling",
+        "char_features",
+        "char_dim",
+        "word_dropout",
+        "patch_size",
+        "grid_positional",
+    }
+)
+_ATTENTION = frozenset(
+    {
+        "num_heads",
+        "attention",
+        "attention_size",
+        "attention_dropout",
+        "score",
+        "normalizer",
+        "include_self",
+        "share_weights",
+    }
+)
+#: The fields each architecture reads besides those every one reads. A field outside
+#: its set, at a value other than its default, is refused (no option silently ignored).
+ARCHITECTURE_FIELDS: dict[str, frozenset[str]] = {
+    "transformer": _ATTENTION | {"positional", "norm_first"},
+    # Every Conformer module is pre-normalised: norm_first = true is all it can be.
+    "conformer": _ATTENTION | {"positional", "window_k"},
+    "graph": frozenset({"num_heads", "norm_first", "include_self", "share_weights"}),
+    "fc": frozenset(),
+    "fc_window": frozenset({"window_k"}),
+    "bigru": frozenset(),
+    "cnn": frozenset({"window_k"}),
+    "cnn2d": frozenset({"window_k"}),
+}
+#: Architectures whose encoder can read a prepended [CLS] vector (``pooling = "cls"``).
+CLS_ARCHITECTURES = ("transformer", "conformer")
 
 
 @dataclass(frozen=True)
@@ -31,15 +78,19 @@ class ModelConfig:
             ``graph`` (self-attention along a graph's edges, :mod:`selfattn.tasks.graph`),
             ``cnn2d`` (a 2-D CNN over an image's pixel grid, :mod:`selfattn.tasks.vision`).
         embed_dim: E, size of the input vectors the encoder receives.
-        num_heads: H, attention heads (``transformer`` only).
+        num_heads: H, attention heads (``transformer``, ``conformer``, ``graph``).
         num_layers: blocks / MLP layers / GRU layers / convolutions.
         ffn_dim: the transformer's feed-forward width; the baselines' hidden width (and
             output size).
         dropout: dropout everywhere a layer has some.
-        positional: positional encoding of the transformer, a key of
-            :data:`selfattn.positional.POSITIONAL`, or ``None`` (``"none"`` in TOML).
+        positional: positional encoding of the transformer and the Conformer, a key of
+            :data:`selfattn.positional.POSITIONAL`, or ``None`` (``"none"`` in TOML; what
+            every other architecture has).
         pooling: how a sequence task turns L vectors into one: ``mean`` over real
-            positions, ``first`` position (CLS-style), or learned-query ``attention``.
+            positions, the ``first`` position, learned-query ``attention``, or ``cls``: a
+            learned [CLS] vector is put before the sequence and the head reads the
+            encoder's output there (ViT, Devlin et al.'s BERT; ``transformer`` and
+            ``conformer``). Token and seq2seq tasks do not pool: leave it at ``mean``.
         window_k: half-width k of the ``fc_window`` window (2k + 1 vectors) and of the
             ``cnn`` and ``conformer`` convolution kernels (size 2k + 1).
         char_features: text input also gets a character-level encoder per token, so
@@ -49,8 +100,10 @@ class ModelConfig:
             unknown word with this probability (its characters are kept), so the model
             learns to tag words it has never seen from their spelling and context.
             In [0, 1); ``0`` turns it off.
-        norm_first: pre-LN transformer blocks (they train stably with little warm-up).
-        attention: the transformer's attention variant, a key of
+        norm_first: pre-LN transformer and graph blocks (they train stably with little
+            warm-up); a Conformer is always pre-normalised.
+        attention: the attention variant of ``transformer`` and ``conformer`` (and a
+            seq2seq encoder's), a key of
             :data:`selfattn.kernels.KERNELS`: ``dense`` (fused softmax attention, the
             default), ``window`` (truncated), ``linear``, ``performer``, ``linformer``,
             ``lsh``, ``nystrom`` (lecture 000 §More; Tay et al., "Efficient Transformers").
@@ -68,6 +121,20 @@ class ModelConfig:
             patch's (row, column), a key of :data:`selfattn.positional.GRID_POSITIONAL`
             (``sinusoidal2d``, ``learned2d``), or ``None``. With it, ``positional`` must be
             ``none`` (one position per vector is enough).
+        score: the attention score (lecture 000): ``scaled_dot`` (Vaswani et al.),
+            ``dot`` or ``additive`` (Bahdanau et al.), see
+            :data:`selfattn.attention.scores.SCORES`; with ``attention = "dense"``.
+        normalizer: what turns scores into weights: ``softmax``, ``relu`` or ``sigmoid``
+            (the lecture's "ReLU instead of softmax"), see
+            :data:`selfattn.attention.normalizers.NORMALIZERS`; with dense attention.
+        include_self: false forbids each position (each graph node) attending to itself.
+        share_weights: Universal Transformer (Dehghani et al. 2019): one block applied
+            ``num_layers`` times (``transformer``, ``conformer``, ``graph``, and seq2seq's
+            encoder and decoder).
+
+    Each architecture reads the fields of :data:`ARCHITECTURE_FIELDS` (and those every
+    one reads); the builders refuse another field set to anything but its default, in one
+    line (:meth:`check_architecture`).
     """
 
     architecture: Architecture = "transformer"
@@ -88,6 +155,10 @@ class ModelConfig:
     attention_dropout: float | None = None
     patch_size: int | None = None
     grid_positional: str | None = None
+    score: str = "scaled_dot"
+    normalizer: str = "softmax"
+    include_self: bool = True
+    share_weights: bool = False
 
     def __post_init__(self) -> None:
         for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
@@ -131,6 +202,57 @@ class ModelConfig:
                 f"model.num_heads ({self.num_heads})"
             )
         self._check_image_options()
+        self._check_scoring()
+        if not self.char_features and self.char_dim != DEFAULTS["char_dim"]:
+            raise ValueError(f"model.char_dim = {self.char_dim} needs model.char_features = true")
+
+    def _check_scoring(self) -> None:
+        if self.score not in SCORES:
+            raise ValueError(
+                f"model.score: unknown score {self.score!r}; choose one of {', '.join(SCORES)}"
+            )
+        if self.normalizer not in NORMALIZERS:
+            raise ValueError(
+                f"model.normalizer: unknown normaliser {self.normalizer!r}; choose one of "
+                f"{', '.join(NORMALIZERS)}"
+            )
+        kernel = KERNELS[self.attention]
+        for name in ("score", "normalizer", "include_self"):
+            value, default = getattr(self, name), DEFAULTS[name]
+            if value != default and not kernel.supports("scores"):
+                raise ValueError(
+                    f'model.{name} = {toml_value(value)} needs model.attention = "dense": '
+                    f"kernel {self.attention!r} computes its own scaled dot-product softmax"
+                )
+        if self.attention_dropout and not kernel_takes_dropout(self.attention):
+            raise ValueError(
+                f"model.attention_dropout = {self.attention_dropout}: model.attention "
+                f"{self.attention!r} forms no attention weights to drop; leave it at none"
+            )
+
+    def check_architecture(self) -> None:
+        """Refuse, in one line, every field the architecture would ignore, unless it is left
+        at its default (``positional = "none"`` is what an architecture without positions
+        has). The model builders call it: a config stays loadable whatever it says.
+
+        Raises:
+            ValueError: naming the field, its value and the architecture.
+        """
+        reads = _EVERY_ARCHITECTURE | ARCHITECTURE_FIELDS[self.architecture]
+        for name, default in DEFAULTS.items():
+            value = getattr(self, name)
+            if name in reads or value == default or (name == "positional" and value is None):
+                continue
+            raise ValueError(
+                f"model.{name} = {toml_value(value)}: architecture {self.architecture!r} does not "
+                f"use it; leave it at its default ({toml_value(default)})"
+            )
+        if self.pooling == "cls" and self.architecture not in CLS_ARCHITECTURES:
+            raise ValueError(
+                f'model.pooling = "cls" needs an attention encoder '
+                f"({' or '.join(CLS_ARCHITECTURES)}), not architecture {self.architecture!r}; "
+                'use pooling = "attention"'
+            )
 
     def _check_image_options(self) -> None:
         if self.patch_size is not None and self.patch_size < 1:
@@ -148,9 +270,32 @@ class ModelConfig:
                 f'model.positional ({self.positional!r}): set model.positional = "none"'
             )
 
+    def for_architecture(self, architecture: Architecture) -> ModelConfig:
+        """This config with another architecture, and the fields that one does not read
+        back at their defaults (positions: none), so the same section can train every
+        architecture (``selfattn demo`` compares the baselines this way)."""
+        reads = _EVERY_ARCHITECTURE | ARCHITECTURE_FIELDS[architecture]
+        unread = {name: default for name, default in DEFAULTS.items() if name not in reads}
+        if "positional" in unread:
+            unread["positional"] = None
+        return replace(self, **{**unread, "architecture": architecture})
+
     def attention_options(self) -> dict[str, int]:
         """The keyword options of the attention kernel this config names."""
         option = KERNELS[self.attention].size_option
         if option is None or self.attention_size is None:
             return {}
         return {option: self.attention_size}
+
+
+def toml_value(value: object) -> str:
+    """``value`` as a TOML config spells it (``none``, ``true``, ``"text"``)."""
+    if value is None:
+        return '"none"'
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+#: Every field's default, for the "left at its default" checks.
+DEFAULTS: dict[str, Any] = {field.name: field.default for field in fields(ModelConfig)}

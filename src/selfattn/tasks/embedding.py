@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from selfattn.data.specials import PAD_ID, UNK_ID
 from selfattn.data.types import Batch
-from selfattn.data.vocab import PAD_ID, UNK_ID
 
 
 class CharEncoder(nn.Module):

@@ -13,14 +13,17 @@ Padding is assumed to trail the real positions (the collator right-pads).
 from __future__ import annotations
 
 import abc
+from dataclasses import replace
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from selfattn.models.config import StackConfig
 from selfattn.models.conformer import Conformer
-from selfattn.models.encoder import Encoder
+from selfattn.models.encoder import BlockStack, Encoder
 from selfattn.tasks.config import ModelConfig
 from selfattn.tasks.graph import GraphTransformer
 
@@ -28,6 +31,8 @@ from selfattn.tasks.graph import GraphTransformer
 class SequenceEncoder(nn.Module, abc.ABC):
     """The shared interface: ``forward(x (B, L, E), key_padding_mask (B, L)) → (B, L, E')``."""
 
+    #: Its ``model.architecture`` name.
+    name: ClassVar[str]
     #: E', the size of each output vector.
     output_dim: int
 
@@ -54,67 +59,71 @@ def _mlp(in_dim: int, hidden_dim: int, num_layers: int, dropout: float) -> nn.Se
     return nn.Sequential(*layers)
 
 
-class TransformerSequenceEncoder(SequenceEncoder):
-    """selfattn's :class:`~selfattn.models.Encoder`: each output sees every real input.
+def stack_config(config: ModelConfig, *, max_len: int = 512) -> StackConfig:
+    """The stack ``config`` describes, for a transformer, a Conformer or a graph encoder
+    (``max_len``: longest sequence expected). The Conformer's depthwise convolutions get
+    kernel ``2·window_k + 1``."""
+    return StackConfig(
+        config.embed_dim,
+        config.num_heads,
+        config.ffn_dim,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        norm_first=config.norm_first,
+        score=config.score,
+        normalizer=config.normalizer,
+        include_self=config.include_self,
+        attention=config.attention,
+        attention_options=config.attention_options(),
+        conv_kernel_size=2 * config.window_k + 1,
+        num_layers=config.num_layers,
+        positional=config.positional,
+        max_len=max_len,
+        share_weights=config.share_weights,
+    )
 
-    Args: as :class:`~selfattn.models.Encoder`.
+
+class AttentionSequenceEncoder(SequenceEncoder):
+    """A stack of attention blocks as a sequence encoder: each output sees every real
+    input (within its attention kernel's pattern).
+
+    Args:
+        config: the stack's whole configuration.
     """
 
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        num_layers: int,
-        ffn_dim: int,
-        *,
-        positional: str | None = "sinusoidal",
-        max_len: int = 512,
-        dropout: float = 0.0,
-        norm_first: bool = True,
-        attention: str = "dense",
-        attention_options: dict[str, int] | None = None,
-        attention_dropout: float | None = None,
-    ) -> None:
+    #: The stack it wraps.
+    stack_type: ClassVar[type[BlockStack]]
+
+    def __init__(self, config: StackConfig) -> None:
         super().__init__()
-        self.output_dim = embed_dim
-        self.encoder = Encoder(
-            embed_dim,
-            num_heads,
-            num_layers,
-            ffn_dim,
-            positional=positional,
-            max_len=max_len,
-            dropout=dropout,
-            norm_first=norm_first,
-            attention=attention,
-            attention_options=attention_options,
-            attention_dropout=attention_dropout,
-        )
+        self.output_dim = config.embed_dim
+        self.encoder = self.stack_type(config)
 
     @classmethod
     def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
-        return cls(
-            config.embed_dim,
-            config.num_heads,
-            config.num_layers,
-            config.ffn_dim,
-            positional=config.positional,
-            max_len=max_len,
-            dropout=config.dropout,
-            norm_first=config.norm_first,
-            attention=config.attention,
-            attention_options=config.attention_options(),
-            attention_dropout=config.attention_dropout,
-        )
+        return cls(stack_config(config, max_len=max_len))
 
     def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
         return self.encoder(x, key_padding_mask=key_padding_mask).last_hidden_state
 
     def attention_maps(self, x: Tensor, key_padding_mask: Tensor) -> list[Tensor]:
-        """Every block's attention weights, ``num_layers`` tensors ``(B, H, L, L)``."""
+        """Every block's attention weights, ``num_layers`` tensors ``(B, H, L, L)``.
+
+        Raises:
+            ValueError: the attention kernel forms no attention matrix (its own one-line
+                refusal).
+        """
         out = self.encoder(x, key_padding_mask=key_padding_mask, need_weights=True)
         assert out.attentions is not None
         return out.attentions
+
+
+class TransformerSequenceEncoder(AttentionSequenceEncoder):
+    """selfattn's :class:`~selfattn.models.Encoder`."""
+
+    name = "transformer"
+
+    stack_type = Encoder
 
 
 class FCEncoder(SequenceEncoder):
@@ -126,6 +135,8 @@ class FCEncoder(SequenceEncoder):
         num_layers: Linear → ReLU → dropout layers.
         dropout: on the input and after each layer.
     """
+
+    name = "fc"
 
     def __init__(self, embed_dim: int, hidden_dim: int, num_layers: int, dropout: float = 0.0):
         super().__init__()
@@ -151,6 +162,8 @@ class WindowFCEncoder(SequenceEncoder):
         k: half-width of the window, which holds 2k + 1 vectors.
         dropout: on the input and after each layer.
     """
+
+    name = "fc_window"
 
     def __init__(
         self, embed_dim: int, hidden_dim: int, num_layers: int, k: int, dropout: float = 0.0
@@ -183,6 +196,8 @@ class BiGRUEncoder(SequenceEncoder):
         num_layers: stacked GRU layers.
         dropout: on the input and between layers.
     """
+
+    name = "bigru"
 
     def __init__(self, embed_dim: int, hidden_dim: int, num_layers: int, dropout: float = 0.0):
         super().__init__()
@@ -234,6 +249,8 @@ class CNNEncoder(SequenceEncoder):
         dropout: on the input and after each layer.
     """
 
+    name = "cnn"
+
     def __init__(
         self, embed_dim: int, hidden_dim: int, num_layers: int, k: int, dropout: float = 0.0
     ) -> None:
@@ -260,34 +277,14 @@ class CNNEncoder(SequenceEncoder):
         return _zero_padding(x, key_padding_mask)
 
 
-class ConformerSequenceEncoder(SequenceEncoder):
+class ConformerSequenceEncoder(AttentionSequenceEncoder):
     """A :class:`~selfattn.models.Conformer` (Gulati et al. 2020): self-attention for the
     whole sequence plus a depthwise convolution of kernel ``2·window_k + 1`` in every block —
     the lecture's hint for speech ("you can also use both")."""
 
-    def __init__(self, config: ModelConfig, *, max_len: int = 512) -> None:
-        super().__init__()
-        self.output_dim = config.embed_dim
-        self.encoder = Conformer(
-            config.embed_dim,
-            config.num_heads,
-            config.num_layers,
-            config.ffn_dim,
-            conv_kernel_size=2 * config.window_k + 1,
-            dropout=config.dropout,
-            positional=config.positional,
-            max_len=max_len,
-            attention=config.attention,
-            attention_options=config.attention_options(),
-            attention_dropout=config.attention_dropout,
-        )
+    name = "conformer"
 
-    @classmethod
-    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
-        return cls(config, max_len=max_len)
-
-    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
-        return self.encoder(x, key_padding_mask=key_padding_mask).last_hidden_state
+    stack_type = Conformer
 
 
 class GraphSequenceEncoder(SequenceEncoder):
@@ -295,18 +292,14 @@ class GraphSequenceEncoder(SequenceEncoder):
     neighbours and itself (the batch's ``edge_index``, with ``edge_dim`` features per edge);
     without edges, to every real node of its set. It uses no positions."""
 
+    name = "graph"
+
     def __init__(self, config: ModelConfig, *, edge_dim: int | None = None) -> None:
         super().__init__()
         self.output_dim = config.embed_dim
-        self.encoder = GraphTransformer(
-            config.embed_dim,
-            config.num_heads,
-            config.num_layers,
-            config.ffn_dim,
-            edge_dim=edge_dim,
-            dropout=config.dropout,
-            norm_first=config.norm_first,
-        )
+        # A graph is a set: ModelConfig leaves positional at its default or none for it.
+        stack = replace(stack_config(config), positional=None)
+        self.encoder = GraphTransformer(stack, edge_dim=edge_dim)
 
     @classmethod
     def from_config(
@@ -323,16 +316,29 @@ class GraphSequenceEncoder(SequenceEncoder):
     ) -> Tensor:
         return self.encoder(x, key_padding_mask, edge_index, edge_attr)
 
+    def attention_maps(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor,
+        edge_index: Tensor | None = None,
+        edge_attr: Tensor | None = None,
+    ) -> list[Tensor]:
+        """Node × node maps per block, ``(B, H, L, L)``, zero off the graph's edges."""
+        return self.encoder.attention_maps(x, key_padding_mask, edge_index, edge_attr)
+
 
 #: Every encoder by name; the contract tests iterate over it.
 ENCODERS: dict[str, type[SequenceEncoder]] = {
-    "transformer": TransformerSequenceEncoder,
-    "fc": FCEncoder,
-    "fc_window": WindowFCEncoder,
-    "bigru": BiGRUEncoder,
-    "cnn": CNNEncoder,
-    "conformer": ConformerSequenceEncoder,
-    "graph": GraphSequenceEncoder,
+    encoder.name: encoder
+    for encoder in (
+        TransformerSequenceEncoder,
+        FCEncoder,
+        WindowFCEncoder,
+        BiGRUEncoder,
+        CNNEncoder,
+        ConformerSequenceEncoder,
+        GraphSequenceEncoder,
+    )
 }
 
 

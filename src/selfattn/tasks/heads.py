@@ -3,7 +3,8 @@
 * one label per vector (POS tagging, frame classification): :class:`TokenClassifier`, a
   linear layer on every position;
 * one label per sequence (sentiment, speaker): :class:`SequenceClassifier`, which pools
-  the L vectors into one (``mean``, ``first`` or learned-query ``attention``) first.
+  the L vectors into one (``mean``, ``first``, learned-query ``attention``, or ``cls``:
+  the output at a learned [CLS] vector put before the sequence, :class:`ClsToken`) first.
 """
 
 from __future__ import annotations
@@ -62,6 +63,30 @@ class FirstPooling(nn.Module):
         return h[:, 0]
 
 
+class ClsPooling(FirstPooling):
+    """The output at the learned [CLS] vector that :class:`ClsToken` put first (ViT,
+    Dosovitskiy et al. 2021; BERT, Devlin et al. 2019): attention decides what it gathers."""
+
+
+class ClsToken(nn.Module):
+    """A learned vector put before every sequence, whose encoder output the head reads.
+
+    Args:
+        embed_dim: E.
+    """
+
+    def __init__(self, embed_dim: int) -> None:
+        super().__init__()
+        # Small, as ViT's position and class embeddings: it starts near the input scale.
+        self.vector = nn.Parameter(torch.randn(embed_dim) * 0.02)
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """``(B, L, E), (B, L) → (B, 1 + L, E), (B, 1 + L)``: [CLS] first, never padding."""
+        cls = self.vector.to(x.dtype).expand(x.shape[0], 1, -1)
+        real = key_padding_mask.new_zeros(key_padding_mask.shape[0], 1)
+        return torch.cat([cls, x], dim=1), torch.cat([real, key_padding_mask], dim=1)
+
+
 class AttentionPooling(nn.Module):
     """Attention with one learned query q over the real positions.
 
@@ -86,6 +111,7 @@ POOLINGS: dict[str, type[nn.Module]] = {
     "mean": MeanPooling,
     "first": FirstPooling,
     "attention": AttentionPooling,
+    "cls": ClsPooling,
 }
 
 

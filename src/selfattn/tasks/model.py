@@ -1,25 +1,40 @@
-"""A whole task model: input embedding → sequence encoder → head, and its builder."""
+"""A whole task model: input embedding → sequence encoder → head, and its builder.
+
+Every field of :class:`ModelConfig` is honoured by the model it builds or refused in one
+line by :func:`check_fields`: what the architecture
+(:data:`~selfattn.tasks.config.ARCHITECTURE_FIELDS`), the task or the input kind cannot use.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch, TaskType
 from selfattn.kernels.linformer import LinformerKernel
 from selfattn.positional.learned import LearnedPositional
-from selfattn.tasks.config import ModelConfig
+from selfattn.tasks.config import DEFAULTS, ModelConfig, toml_value
 from selfattn.tasks.embedding import InputEmbedding
 from selfattn.tasks.encoders import (
+    AttentionSequenceEncoder,
     GraphSequenceEncoder,
     SequenceEncoder,
-    TransformerSequenceEncoder,
     build_encoder,
 )
-from selfattn.tasks.heads import SequenceClassifier, SequenceRegressor, TokenClassifier
+from selfattn.tasks.heads import (
+    ClsToken,
+    SequenceClassifier,
+    SequenceRegressor,
+    TokenClassifier,
+)
 from selfattn.tasks.vision import ImageEmbedding, build_image_parts, uses_image
+
+#: What a [CLS] vector is called in attention-map labels.
+CLS_LABEL = "[CLS]"
 
 
 @dataclass(frozen=True)
@@ -73,6 +88,8 @@ class TaskModel(nn.Module):
         encoder: ``(B, L, E)`` → ``(B, L, E')``.
         head: ``(B, L, E')`` → ``(B, L, C)`` or ``(B, C)``.
         spec: how it was built (kept for checkpoints), if known.
+        cls_token: a learned [CLS] vector put before every sequence (``pooling = "cls"``),
+            whose output the head reads; ``None`` for none.
     """
 
     def __init__(
@@ -82,37 +99,90 @@ class TaskModel(nn.Module):
         head: TokenClassifier | SequenceClassifier | SequenceRegressor,
         *,
         spec: TaskSpec | None = None,
+        cls_token: ClsToken | None = None,
     ) -> None:
         super().__init__()
         self.embedding = embedding
         self.encoder = encoder
         self.head = head
+        self.cls_token = cls_token
         self.spec = spec
+
+    def encoder_inputs(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """What the encoder reads: vectors ``(B, L', E)`` and padding ``(B, L')``, True at
+        padding; L' is L (image patches: their number), plus one when a [CLS] vector
+        comes first."""
+        mask = self.embedding.padding_mask(batch)  # image patches: not the batch's length
+        x = self.embedding(batch)
+        if self.cls_token is not None:
+            x, mask = self.cls_token(x, mask)
+        return x, mask
 
     def forward(self, batch: Batch) -> Tensor:
         """Returns logits, ``(B, L, num_labels)`` for a token task, ``(B, num_labels)`` for
-        a sequence task."""
-        mask = self.embedding.padding_mask(batch)  # image patches: not the batch's length
-        x = self.embedding(batch)
+        a sequence task (``(B,)`` values for regression)."""
+        x, mask = self.encoder_inputs(batch)
         if isinstance(self.encoder, GraphSequenceEncoder):  # the one encoder that reads edges
             h = self.encoder(x, mask, batch.edge_index, batch.edge_attr)
         else:
             h = self.encoder(x, mask)
         return self.head(h, mask)
 
+    @torch.no_grad()
     def attention_maps(self, batch: Batch) -> list[Tensor]:
-        """Every transformer block's attention weights, ``num_layers`` × ``(B, H, L, L)``.
+        """Every attention block's weights, ``num_layers`` × ``(B, H, L', L')``, row i the
+        query position, column j the key (no gradients: they are for showing): transformer
+        and Conformer (any attention kernel that forms weights), graph (node × node, zero
+        off the graph's edges). With a [CLS] vector, position 0 is [CLS]
+        (:meth:`attention_labels`); image models show patches.
 
         Raises:
-            ValueError: the encoder is not a transformer (it has no attention to show).
+            ValueError: the architecture has no attention (fc, fc_window, bigru, cnn,
+                cnn2d), or its attention kernel forms no weights (the kernel's refusal).
         """
-        if not isinstance(self.encoder, TransformerSequenceEncoder):
+        x, mask = self.encoder_inputs(batch)
+        if isinstance(self.encoder, GraphSequenceEncoder):
+            return self.encoder.attention_maps(x, mask, batch.edge_index, batch.edge_attr)
+        if isinstance(self.encoder, AttentionSequenceEncoder):
+            return self.encoder.attention_maps(x, mask)
+        raise ValueError(f"architecture {self.encoder.name!r} has no attention to show")
+
+    def attention_labels(self, labels: Sequence[str]) -> list[str]:
+        """The labels of the rows and columns of :meth:`attention_maps` for an input whose
+        positions are called ``labels``: ``[CLS]`` first when the model has one."""
+        return [CLS_LABEL, *labels] if self.cls_token is not None else list(labels)
+
+
+def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
+    """Refuse, in one line, a field that the architecture
+    (:meth:`~selfattn.tasks.config.ModelConfig.check_architecture`), the task or the input
+    kind would ignore (image-only fields without an image grid:
+    :func:`~selfattn.tasks.vision.build_image_parts`).
+
+    Args:
+        config: the model section.
+        task: ``"token"``, ``"sequence"``, ``"regression"`` or ``"seq2seq"``.
+        text: the input is words (token ids), so character features and word dropout
+            apply.
+    """
+    config.check_architecture()
+    unused: dict[str, str] = {}
+    if task in ("token", "seq2seq"):
+        unused["pooling"] = f"a {task} task pools nothing"
+    if not text:
+        unused |= dict.fromkeys(("char_features", "word_dropout"), "this data is not words")
+    if task == "seq2seq":
+        unused |= dict.fromkeys(
+            ("char_features", "word_dropout", "patch_size", "grid_positional"),
+            "a seq2seq model reads its source through one embedding",
+        )
+    for name, reason in unused.items():
+        value, default = getattr(config, name), DEFAULTS[name]
+        if value != default:
             raise ValueError(
-                f"attention maps need architecture 'transformer'; this model's encoder is a "
-                f"{type(self.encoder).__name__}, which has no attention weights"
+                f"model.{name} = {toml_value(value)}: {reason}; leave it at its default "
+                f"({toml_value(default)})"
             )
-        mask = self.embedding.padding_mask(batch)
-        return self.encoder.attention_maps(self.embedding(batch), mask)
 
 
 def build_model(
@@ -152,6 +222,7 @@ def build_model(
     """
     if config.char_features and vocab_size is not None and char_vocab_size is None:
         raise ValueError("model.char_features is on, but there is no character vocabulary")
+    check_fields(config, task=task, text=vocab_size is not None)
     use_chars = config.char_features and vocab_size is not None
     spec = TaskSpec(
         task=task,
@@ -178,8 +249,11 @@ def build_model(
             char_dim=config.char_dim,
             word_dropout=config.word_dropout,
         )
+    cls_token = ClsToken(config.embed_dim) if config.pooling == "cls" else None
     if encoder is None:
-        encoder = build_encoder(config, max_len=max_len, edge_dim=edge_dim)
+        # The [CLS] vector takes one position of the positional tables.
+        encoder_len = max_len + (cls_token is not None)
+        encoder = build_encoder(config, max_len=encoder_len, edge_dim=edge_dim)
     head: TokenClassifier | SequenceClassifier | SequenceRegressor
     if task == "token":
         head = TokenClassifier(encoder.output_dim, num_labels, dropout=config.dropout)
@@ -197,7 +271,7 @@ def build_model(
         )
     else:
         raise ValueError(f"unknown task {task!r}; choose 'token', 'sequence' or 'regression'")
-    return TaskModel(embedding, encoder, head, spec=spec)
+    return TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
 
 
 def input_length_limit(model: nn.Module) -> tuple[int, str] | None:
@@ -207,12 +281,14 @@ def input_length_limit(model: nn.Module) -> tuple[int, str] | None:
     any length; a learned positional table (without ``extrapolation="clamp"``) ends at
     its last row, and Linformer's projections have one column per position.
     """
+    # A [CLS] vector takes one of the positions the tables cover.
+    prefix = int(isinstance(model, TaskModel) and model.cls_token is not None)
     limits: list[tuple[int, str]] = []
     for module in model.modules():
         if isinstance(module, LearnedPositional) and module.extrapolation == "error":
-            limits.append((module.max_len, "its learned positional table ends there"))
+            limits.append((module.max_len - prefix, "its learned positional table ends there"))
         elif isinstance(module, LinformerKernel):
-            limits.append((module.max_len, "its linformer projections end there"))
+            limits.append((module.max_len - prefix, "its linformer projections end there"))
     return min(limits) if limits else None
 
 

@@ -10,22 +10,32 @@
   position decoded at once from BOS inputs.
 
 Dev evaluation during training is teacher-forced token accuracy (cheap, no decoding);
-BLEU, chrF and exact match come from decoding, in :mod:`selfattn.train.pipeline`.
+BLEU, chrF and exact match come from decoding, in :mod:`selfattn.pipeline.seq2seq`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from selfattn.data.seq2seq_collate import IGNORE_INDEX, Seq2SeqBatch
-from selfattn.models.seq2seq import BOS_ID, EOS_ID, PAD_ID, EncodedSource, Seq2SeqTransformer
+from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
+from selfattn.data.specials import IGNORE_INDEX
+from selfattn.models.seq2seq import (
+    BOS_ID,
+    ENCODER_STACKS,
+    EOS_ID,
+    PAD_ID,
+    EncodedSource,
+    Seq2SeqTransformer,
+    decoder_like,
+)
 from selfattn.tasks.config import ModelConfig
-from selfattn.tasks.model import TaskSpec
+from selfattn.tasks.encoders import stack_config
+from selfattn.tasks.model import TaskSpec, check_fields
 from selfattn.tasks.seq2seq_config import Seq2SeqConfig
 from selfattn.tasks.seq2seq_objectives import (
     attention_for_regularisers,
@@ -41,34 +51,39 @@ def build_seq2seq_model(
 ) -> Seq2SeqTransformer:
     """The encoder–decoder for ``spec`` (``num_labels`` = target vocabulary size).
 
+    The encoder honours the whole ``[model]`` section, as a sequence task's encoder does:
+    ``architecture`` (``transformer`` or ``conformer``), sizes, positions, any attention
+    kernel (``attention = "window"`` for long speech), score, normaliser, ``include_self``,
+    ``share_weights``, dropouts, the Conformer's ``window_k``. The decoder
+    (:func:`~selfattn.models.seq2seq.decoder_like`) shares all of it but attention, which
+    is dense and includes itself (incremental decoding keeps a KV cache), and its depth is
+    ``seq2seq.decoder_layers``.
+
     Raises:
-        ValueError: ``model.architecture`` is not ``transformer``, or the options clash.
+        ValueError: an architecture without attention (``fc``, ``bigru``, …), a field a
+            seq2seq model does not use, or options that clash (one line each).
     """
-    if model.architecture != "transformer":
+    if model.architecture not in ENCODER_STACKS:
         raise ValueError(
-            f"seq2seq needs model.architecture = 'transformer', got {model.architecture!r} "
-            "(the baselines are encoders without a decoder)"
+            f"seq2seq needs model.architecture = {' or '.join(map(repr, ENCODER_STACKS))}, "
+            f"got {model.architecture!r} (an encoder the decoder can cross-attend to)"
         )
+    check_fields(model, task="seq2seq", text=spec.vocab_size is not None)
+    stack = stack_config(model, max_len=spec.max_len)
+    encoder = stack if seq2seq.source_positional else replace(stack, positional=None)
+    decoder = decoder_like(stack, num_layers=seq2seq.decoder_layers or model.num_layers)
     built = Seq2SeqTransformer(
+        encoder,
+        decoder,
         target_vocab_size=spec.num_labels,
         source_vocab_size=spec.vocab_size,
         source_feature_dim=spec.feature_dim,
-        embed_dim=model.embed_dim,
-        num_heads=model.num_heads,
-        num_encoder_layers=model.num_layers,
-        num_decoder_layers=seq2seq.decoder_layers or model.num_layers,
-        ffn_dim=model.ffn_dim,
-        dropout=model.dropout,
-        attention_dropout=model.attention_dropout,
-        positional=model.positional,
-        max_len=spec.max_len,
-        norm_first=model.norm_first,
+        encoder_kind=model.architecture,  # type: ignore[arg-type]
         share_embeddings=seq2seq.share_embeddings,
         tie_output=seq2seq.tie_output,
         output=seq2seq.output,
         cross_layers=seq2seq.cross_layers,
         length_predictor=seq2seq.nat,
-        source_positional=seq2seq.source_positional,
     )
     built.spec = spec
     return built

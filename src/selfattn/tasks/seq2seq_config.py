@@ -1,8 +1,9 @@
 """The ``[seq2seq]`` section of a run's configuration: what only encoder–decoders need.
 
-The encoder's size comes from ``[model]`` (``embed_dim``, ``num_heads``, ``num_layers``,
-``ffn_dim``, ``dropout``, ``positional``, ``norm_first``); this section adds the decoder,
-the output layer, the training tricks of lecture 001 §Training and the default decoding.
+The encoder is the whole ``[model]`` section (a transformer with any attention kernel,
+or a Conformer; :func:`selfattn.tasks.build_seq2seq_model`), and the decoder shares its
+block options; this section adds the decoder's depth, the output layer, the training
+tricks of lecture 001 §Training and the default decoding.
 """
 
 from __future__ import annotations

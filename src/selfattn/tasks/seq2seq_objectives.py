@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from selfattn.data.seq2seq_collate import IGNORE_INDEX
+from selfattn.data.specials import IGNORE_INDEX
 from selfattn.models.seq2seq import Seq2SeqOutput
 from selfattn.tasks.seq2seq_sampling import (
     SCHEDULES,

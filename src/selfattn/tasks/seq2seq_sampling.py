@@ -24,7 +24,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from selfattn.data.seq2seq_collate import Seq2SeqBatch
+from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
 from selfattn.models.seq2seq import EncodedSource, Seq2SeqTransformer
 
 ScheduleKind = Literal["constant", "linear", "exponential", "inverse_sigmoid"]

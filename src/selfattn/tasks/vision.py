@@ -1,7 +1,7 @@
 """Image models over an image recipe's pixel vectors (lecture 000, §Self-attention for
 Image; §Self-attention v.s. CNN).
 
-An image recipe (:mod:`selfattn.data.images`) gives each image as ``(H·W, C)`` pixel
+An image recipe (:mod:`selfattn.data.recipes.images`) gives each image as ``(H·W, C)`` pixel
 vectors. :class:`ImageEmbedding` folds them back into the ``(C, H, W)`` grid and cuts it
 into vectors again, one per pixel or one per P × P patch (ViT, Dosovitskiy et al. 2021),
 adding a 2-D positional encoding of each vector's (row, column); any sequence encoder
@@ -128,6 +128,8 @@ class CNN2DEncoder(SequenceEncoder):
         k: kernel half-width: kernel size 2k + 1 (``model.window_k``; 1 gives 3 × 3).
         dropout: after each convolution.
     """
+
+    name = "cnn2d"
 
     def __init__(
         self,

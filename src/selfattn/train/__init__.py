@@ -1,7 +1,7 @@
 """Training: configuration, the loop, optimiser and schedule, checkpoints.
 
 >>> config = load_config(Path("configs/pos_wsj.toml"), ["train.epochs=3"])
->>> result = train(config, spec, train_batches, dev_batches, vocabs=vocabs)
+>>> result = train(config, spec, train_batches, dev_batches, objective=task, vocabs=vocabs)
 """
 
 from __future__ import annotations
@@ -34,13 +34,7 @@ from selfattn.train.loop import (
     seed_everything,
     train,
 )
-from selfattn.train.objectives import (
-    ClassificationObjective,
-    Objective,
-    compute_loss,
-    evaluate,
-    objective_for,
-)
+from selfattn.train.objective import Objective
 from selfattn.train.optim import WarmupDecay, build_optimizer, build_scheduler
 
 __all__ = [
@@ -48,7 +42,6 @@ __all__ = [
     "METRICS_FILE",
     "TIMING_KEYS",
     "Checkpoint",
-    "ClassificationObjective",
     "Config",
     "DataConfig",
     "ModelConfig",
@@ -59,16 +52,13 @@ __all__ = [
     "WarmupDecay",
     "build_optimizer",
     "build_scheduler",
-    "compute_loss",
     "config_from_dict",
     "config_to_dict",
     "config_to_toml",
-    "evaluate",
     "get_rng_state",
     "load_checkpoint",
     "load_config",
     "load_model",
-    "objective_for",
     "resolve_device",
     "save_checkpoint",
     "seed_everything",

@@ -44,7 +44,6 @@ from torch import Tensor, nn
 import selfattn
 from selfattn.tasks.model import TaskSpec
 from selfattn.train.config import Config, config_from_dict, config_to_dict
-from selfattn.train.objectives import build_for_spec
 
 #: Bumped whenever the layout or the meaning of a stored field changes.
 FORMAT_VERSION = 1
@@ -211,7 +210,7 @@ def load_model(
     directory: Path,
     *,
     map_location: str | torch.device = "cpu",
-    build: Callable[[Config, TaskSpec], nn.Module] = build_for_spec,
+    build: Callable[[Config, TaskSpec], nn.Module],
 ) -> tuple[nn.Module, Checkpoint]:
     """The model stored in ``directory`` (in eval mode) and its checkpoint: a
     :class:`~selfattn.tasks.TaskModel`, or a

@@ -57,7 +57,7 @@ class DataConfig:
         train_fraction: train on this fraction of the training split, in (0, 1]: a
             seeded subset (stratified by label for classification of whole sets), nested
             across fractions (10 % ⊂ 30 % ⊂ 100 %;
-            :func:`~selfattn.data.splits.stratified_subset`). Dev and test stay whole.
+            :func:`~selfattn.data.batching.splits.stratified_subset`). Dev and test stay whole.
             For data-size experiments and quick runs on long-input tasks.
         dev_fraction: a user's data without ``dev``: hold out this fraction of the
             training file as the dev set, in [0, 1) — seeded (seed 0), stratified by

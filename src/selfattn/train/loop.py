@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from selfattn.data.specials import IGNORE_INDEX
 from selfattn.messages import plural
 from selfattn.tasks.model import TaskSpec
 from selfattn.train.checkpoint import (
@@ -48,7 +49,7 @@ from selfattn.train.checkpoint import (
     write_atomic,
 )
 from selfattn.train.config import Config, config_to_toml
-from selfattn.train.objectives import objective_for
+from selfattn.train.objective import Objective
 from selfattn.train.optim import WarmupDecay, build_optimizer, build_scheduler
 from selfattn.train.progress import Progress, ProgressMode, StopOnSignal
 from selfattn.train.run_dir import METRICS_FILE as METRICS_FILE  # re-exported
@@ -125,13 +126,22 @@ def train(
     train_batches: TrainBatches,
     dev_batches: DevBatches | None = None,
     *,
+    objective: Objective,
     vocabs: dict[str, Any] | None = None,
     resume: bool = False,
     overwrite: bool = False,
     progress: bool | ProgressMode = True,
 ) -> TrainResult:
-    """Train the model of ``config.model`` for ``spec``; see :class:`Trainer`."""
-    trainer = Trainer(config, spec, train_batches, dev_batches, vocabs=vocabs, progress=progress)
+    """Train the model ``objective`` builds for ``spec``; see :class:`Trainer`."""
+    trainer = Trainer(
+        config,
+        spec,
+        train_batches,
+        dev_batches,
+        objective=objective,
+        vocabs=vocabs,
+        progress=progress,
+    )
     return trainer.run(resume=resume, overwrite=overwrite)
 
 
@@ -159,6 +169,8 @@ class Trainer:
         spec: the model's inputs and labels (vocabulary sizes, feature size, classes).
         train_batches: ``epoch → batches`` (see the module docstring).
         dev_batches: ``() → batches`` of the development set, or ``None``.
+        objective: what is trained: builds the model, gives the loss of a batch and the
+            development metrics (a :class:`~selfattn.pipeline.Task`).
         vocabs: JSON-ready vocabularies to store in checkpoints.
         progress: what to show on stderr (:data:`~selfattn.train.progress.ProgressMode`):
             ``True`` or ``"auto"``: a tqdm bar on a terminal, plain lines elsewhere;
@@ -173,6 +185,7 @@ class Trainer:
         train_batches: TrainBatches,
         dev_batches: DevBatches | None = None,
         *,
+        objective: Objective,
         vocabs: dict[str, Any] | None = None,
         progress: bool | ProgressMode = True,
     ) -> None:
@@ -182,7 +195,7 @@ class Trainer:
         self.dev_batches = dev_batches
         self.vocabs = vocabs or {}
         self.progress = progress
-        self.objective = objective_for(config, spec)
+        self.objective = objective
         self.run_dir = Path(config.run_dir)
         self.device = resolve_device(config.train.device)
         self.amp_dtype: torch.dtype | None = None
@@ -389,7 +402,7 @@ class Trainer:
             batch = batch.to(self.device)
             loss = self._step(parts, batch, state["step"])
             parts.scheduler.step()
-            n = int((batch.labels != -100).sum())
+            n = int((batch.labels != IGNORE_INDEX).sum())
             state["step"] += 1
             state["batch"] += 1
             state["loss_sum"] += loss * n

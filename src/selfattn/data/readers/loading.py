@@ -1,0 +1,181 @@
+"""``load_dataset``: a registered recipe by name, or a user's own files.
+
+User files are read by extension (``word/TAG`` text, CoNLL-U, ``label,text`` CSV/TSV,
+``.npz`` vector sets, sktime ``.ts``), and their task (token or sequence) is read off the
+labels. Seq2seq data cannot be told apart that way — its labels are token tuples, and a
+``source<TAB>target`` line is also a valid ``label<TAB>text`` row — so it is only ever
+chosen by the caller: ``load_dataset(path, task="seq2seq")``; so is regression (a number
+as each example's label), ``task="regression"``.
+
+Without a dev file, ``dev_fraction`` of the user's training file can be held out as the
+dev set (seeded; :func:`~selfattn.data.batching.splits.dev_holdout`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, get_args
+
+from selfattn.data.batching.splits import dev_holdout
+from selfattn.data.readers.formats import (
+    read_classification_csv,
+    read_conllu,
+    read_npz,
+    read_parallel,
+    read_tagged,
+    read_ts,
+)
+from selfattn.data.readers.wav_csv import is_wav_csv, read_wav_csv
+from selfattn.data.recipes import RECIPES
+from selfattn.data.types import DataError, DatasetSplits, Example, InputKind, TaskType
+
+_READERS: dict[str, Callable[[Path], list[Example]]] = {
+    ".txt": read_tagged,
+    ".conllu": read_conllu,
+    ".csv": read_classification_csv,
+    ".tsv": read_classification_csv,
+    ".npz": read_npz,
+    ".ts": read_ts,
+}
+
+
+def load_dataset(
+    name_or_path: str | Path,
+    *,
+    dev: str | Path | None = None,
+    test: str | Path | None = None,
+    conllu_tag: Literal["upos", "xpos"] = "upos",
+    task: TaskType | None = None,
+    dev_fraction: float = 0.0,
+    seed: int = 0,
+) -> DatasetSplits:
+    """A registered recipe by name, or a user's file(s).
+
+    For files, ``name_or_path`` is the training set; ``dev`` and ``test`` are optional
+    further files (their splits stay empty otherwise). Files are read by extension:
+    ``.txt`` (``word/TAG`` lines), ``.conllu``, ``.csv`` / ``.tsv`` (``label,text``),
+    ``.npz`` (vector sets), ``.ts`` (sktime time series) — unless ``task="seq2seq"``:
+    then every file, whatever its extension, holds ``source<TAB>target`` lines
+    (:func:`~selfattn.data.readers.formats.read_parallel`). A ``.csv`` whose header is
+    ``path,label`` (or a folder holding such a ``labels.csv``) lists WAV files instead,
+    read as speech vectors (:func:`~selfattn.data.readers.wav_csv.read_wav_csv`; with
+    ``task="seq2seq"`` the label is the space-separated target).
+
+    Args:
+        task: the task the caller expects. Needed for seq2seq user data, whose labels
+            look like a token task's (a ``label<TAB>text`` TSV is classification
+            otherwise), and for regression (each label must then be a number); for a
+            recipe or other files, a check.
+        dev_fraction: user files without ``dev``: hold out this fraction of the training
+            file as the dev split (seeded with ``seed``, stratified by label for a
+            sequence task; ``dev_from_train`` is then set). 0 leaves dev empty. Recipes
+            ignore it: their splits are fixed.
+        seed: the seed of that hold-out.
+
+    Raises:
+        DataError: unknown name, missing file, unknown extension, malformed contents,
+            files that disagree on the task or input kind, or a ``task`` that disagrees
+            with the recipe or the files.
+    """
+    tasks = get_args(TaskType)
+    if task is not None and task not in tasks:
+        raise DataError(f"unknown task {task!r}; choose one of {', '.join(tasks)}")
+    if isinstance(name_or_path, str) and name_or_path in RECIPES:
+        recipe = RECIPES[name_or_path]
+        if dev is not None or test is not None:
+            raise DataError(f"recipe {name_or_path!r} has fixed splits; drop dev= / test=")
+        if task is not None and task != recipe.task:
+            raise DataError(f"recipe {name_or_path!r} is a {recipe.task} task, not {task}")
+        return recipe.load()
+    train_path = Path(name_or_path)
+    if not train_path.exists():
+        names = ", ".join(sorted(RECIPES))
+        raise DataError(f"{name_or_path}: neither a recipe ({names}) nor an existing file")
+    train = _read_user_file(train_path, conllu_tag, task)
+    found, kind = _kind_of(train, task)
+    if task is not None and found != task:
+        raise DataError(
+            f"{train_path}: holds {found} data, not {task}"
+            + (" (seq2seq files: source<TAB>target lines)" if task != "seq2seq" else "")
+        )
+    others: dict[str, list[Example]] = {}
+    for split, path in (("dev", dev), ("test", test)):
+        others[split] = [] if path is None else _read_user_file(Path(path), conllu_tag, task)
+        if others[split] and _kind_of(others[split], task) != (found, kind):
+            raise DataError(
+                f"{path}: {split} file holds {'/'.join(_kind_of(others[split], task))} data, "
+                f"but {train_path} holds {found}/{kind}"
+            )
+    held_out = dev is None and dev_fraction > 0
+    if held_out:
+        train, others["dev"] = dev_holdout(train, dev_fraction, seed, stratify=found == "sequence")
+    return DatasetSplits(
+        name=train_path.stem,
+        task=found,
+        input=kind,
+        train=train,
+        dev=others["dev"],
+        test=others["test"],
+        description=f"user data from {train_path}",
+        extra={"train": str(train_path), "dev": str(dev or ""), "test": str(test or "")},
+        dev_from_train=held_out,
+    )
+
+
+def _read_user_file(
+    path: Path, conllu_tag: Literal["upos", "xpos"], task: TaskType | None
+) -> list[Example]:
+    if path.is_dir() and (path / "labels.csv").is_file():
+        path = path / "labels.csv"  # a folder of WAV files with its labels.csv
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix == ".csv" and is_wav_csv(path):
+        examples = read_wav_csv(path, seq2seq=task == "seq2seq")
+    elif task == "seq2seq":
+        if suffix == ".npz":
+            raise DataError(f"{path}: seq2seq user data is source<TAB>target text, not .npz")
+        examples = read_parallel(path)
+    elif suffix == ".conllu":
+        examples = read_conllu(path, tag=conllu_tag)
+    elif suffix in _READERS:
+        examples = _READERS[suffix](path)
+    else:
+        known = ", ".join(_READERS)
+        raise DataError(f"{path}: unknown file type {suffix!r} (known: {known})")
+    if not examples:
+        raise DataError(f"{path}: no examples in the file")
+    if task == "regression":
+        _check_numbers(examples)
+    return examples
+
+
+def _check_numbers(examples: list[Example]) -> None:
+    """Refuse a regression example whose label is not one number, naming its line."""
+    for example in examples:
+        label = example.label
+        try:
+            if not isinstance(label, str):
+                raise ValueError
+            float(label)
+        except ValueError:
+            shown = label if isinstance(label, str) else " ".join(label)
+            raise DataError(
+                f"{example.source}: a regression label must be one number, got {shown!r}"
+            ) from None
+
+
+def _kind_of(examples: list[Example], task: TaskType | None) -> tuple[TaskType, InputKind]:
+    """The task and input kind of user examples.
+
+    A seq2seq label is a tuple of tokens, like a token task's labels, so seq2seq is never
+    guessed from the data: only a stated ``task="seq2seq"`` gives it.
+    """
+    kind: InputKind = "text" if examples[0].tokens is not None else "vectors"
+    if task == "seq2seq":
+        return "seq2seq", kind
+    found: TaskType = "sequence" if isinstance(examples[0].label, str) else "token"
+    if task == "regression" and found == "sequence":
+        return "regression", kind
+    return found, kind

@@ -1,0 +1,64 @@
+"""One road from a config to a prediction for every task type (issue 13's design).
+
+>>> result, prepared = run(load_config(Path("configs/pos_wsj.toml")))
+>>> predictor = Predictor("runs/pos_wsj")
+>>> [example] = predictor.read("I saw a saw")
+>>> predictor.predict(example)
+'I/PRP saw/VBD a/DT saw/NN'
+
+A registered :class:`Task` per task type (:data:`TASKS`: ``token``, ``sequence``,
+``regression``, ``seq2seq``) prepares the data, builds the model, gives the loss and the
+development metrics, reads a user's input, predicts and extracts attention maps;
+:func:`prepare` / :func:`run` and :class:`Predictor` only ask it.
+"""
+
+from __future__ import annotations
+
+from selfattn.pipeline.labelling import (
+    LabelTask,
+    RegressionTask,
+    SequenceTask,
+    TokenTask,
+    compute_loss,
+    evaluate,
+    evaluate_regression,
+    regression_loss,
+)
+from selfattn.pipeline.predictor import Predictor
+from selfattn.pipeline.run import declared_task, prepare, run
+from selfattn.pipeline.seq2seq import Decoded, Seq2SeqTask, bpe_pair, token_error_rate
+from selfattn.pipeline.task import (
+    TASKS,
+    AttentionFigure,
+    Prepared,
+    Task,
+    build_for_spec,
+    register_task,
+    task_named,
+)
+
+__all__ = [
+    "TASKS",
+    "AttentionFigure",
+    "Decoded",
+    "LabelTask",
+    "Predictor",
+    "Prepared",
+    "RegressionTask",
+    "Seq2SeqTask",
+    "SequenceTask",
+    "Task",
+    "TokenTask",
+    "bpe_pair",
+    "build_for_spec",
+    "compute_loss",
+    "declared_task",
+    "evaluate",
+    "evaluate_regression",
+    "prepare",
+    "register_task",
+    "regression_loss",
+    "run",
+    "task_named",
+    "token_error_rate",
+]

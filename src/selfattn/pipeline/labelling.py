@@ -1,0 +1,515 @@
+"""Task types with one output per vector or per set (lecture 000 §Outputs): ``token``
+(a label per vector, e.g. POS tags), ``sequence`` (a label per set, e.g. sentiment,
+speaker, a molecule's solubility class) and ``regression`` (a number per set).
+
+They share their data road (a label vocabulary, text vocabularies or vectors, lengths
+fitted to ``data.max_len``) and their model (:class:`~selfattn.tasks.TaskModel`: an
+input embedding, a sequence encoder, a head); they differ in the head's output, the loss
+(cross-entropy, or squared error in units of the targets' spread) and what a prediction
+prints. A token model reads an input longer than its learned positions in overlapping
+windows; the others refuse it, or keep its first ``max_len`` positions when asked to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+from torch import Tensor, nn
+
+from selfattn.data import (
+    RECIPES,
+    Batch,
+    CharVocabulary,
+    Collator,
+    DatasetSplits,
+    Example,
+    LabelVocabulary,
+    Vocabulary,
+    bpe_retokenize,
+    bpe_vocabulary,
+    train_bpe,
+)
+from selfattn.data.batching.lengths import (
+    cut_note,
+    fit_examples,
+    fit_splits,
+    slice_example,
+    window_spans,
+)
+from selfattn.data.batching.splits import dev_note, stratified_subset
+from selfattn.data.readers.formats import tokenize
+from selfattn.data.recipes.images import image_shape
+from selfattn.data.specials import IGNORE_INDEX, NO_LABEL
+from selfattn.data.types import DataError, TaskType
+from selfattn.data.user_input import input_format
+from selfattn.pipeline.task import (
+    EVAL_BATCH_SIZE,
+    AttentionFigure,
+    Task,
+    positions,
+    register_task,
+    too_long,
+)
+from selfattn.tasks.model import TaskModel, TaskSpec, build_model_from_spec, input_length_limit
+from selfattn.train.config import Config
+
+
+def compute_loss(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0) -> Tensor:
+    """Mean cross-entropy over labelled positions (:data:`IGNORE_INDEX` is ignored).
+
+    Args:
+        logits: ``(B, L, C)`` (token task) or ``(B, C)`` (sequence task).
+        labels: ``(B, L)`` or ``(B,)``.
+        label_smoothing: ε.
+    """
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(),
+        labels.reshape(-1),
+        ignore_index=IGNORE_INDEX,
+        label_smoothing=label_smoothing,
+    )
+
+
+def regression_loss(predictions: Tensor, targets: Tensor, target_std: float = 1.0) -> Tensor:
+    """Mean squared error of ``(B,)`` predictions in units of ``target_std`` (the training
+    targets' spread), so the loss starts near 1 whatever the targets' units."""
+    return F.mse_loss(predictions.float() / target_std, targets.float() / target_std)
+
+
+@torch.no_grad()
+def evaluate_regression(
+    model: nn.Module, batches: Iterable[Any], *, device: torch.device | str | None = None
+) -> dict[str, float]:
+    """Errors of a regression task model on ``batches``.
+
+    Returns:
+        ``{"loss": :func:`regression_loss`, "rmse", "mae", "count": targets}``, the errors in
+        the targets' units.
+    """
+    if device is None:
+        device = next(model.parameters()).device
+    std = float(getattr(getattr(model, "spec", None), "target_std", 1.0))
+    was_training = model.training
+    model.eval()
+    squared, absolute, count = 0.0, 0.0, 0
+    for batch in batches:
+        batch = batch.to(device)
+        error = model(batch).float() - batch.labels.float()  # (B,)
+        squared += float((error**2).sum())
+        absolute += float(error.abs().sum())
+        count += error.numel()
+    model.train(was_training)
+    mse = squared / max(count, 1)
+    return {
+        "loss": mse / std**2,
+        "rmse": mse**0.5,
+        "mae": absolute / max(count, 1),
+        "count": float(count),
+    }
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, batches: Iterable[Any], *, device: torch.device | str | None = None
+) -> dict[str, float]:
+    """Loss and accuracy of a task model (token or sequence task) on ``batches``; a
+    regression model's errors (:func:`evaluate_regression`).
+
+    For a token task both are over real (labelled) positions: token accuracy.
+
+    Returns:
+        ``{"loss": mean cross-entropy, "accuracy": fraction correct, "count": labels}``.
+    """
+    if getattr(getattr(model, "spec", None), "task", None) == "regression":
+        return evaluate_regression(model, batches, device=device)
+    if device is None:
+        device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    loss_sum, correct, count = 0.0, 0, 0
+    for batch in batches:
+        batch = batch.to(device)
+        logits = model(batch).float()
+        labels = batch.labels
+        real = labels != IGNORE_INDEX
+        loss_sum += float(
+            F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]),
+                labels.reshape(-1),
+                reduction="sum",
+                ignore_index=IGNORE_INDEX,
+            )
+        )
+        correct += int((logits.argmax(-1)[real] == labels[real]).sum())
+        count += int(real.sum())
+    model.train(was_training)
+    return {
+        "loss": loss_sum / max(count, 1),
+        "accuracy": correct / max(count, 1),
+        "count": float(count),
+    }
+
+
+class LabelTask(Task):
+    """What ``token``, ``sequence`` and ``regression`` share (module docstring)."""
+
+    def __init__(self, config: Config, spec: TaskSpec | None = None) -> None:
+        super().__init__(config, spec)
+        self.vocab: Vocabulary | None = None
+        self.chars: CharVocabulary | None = None
+        self.labels = LabelVocabulary([])
+        self.bpe: Tokenizer | None = None
+        self.collator: Collator | None = None
+
+    def data_task(self) -> TaskType:
+        return self.name  # type: ignore[return-value]  # a registered key of TaskType
+
+    # ------------------------------------------------------------------ data
+
+    def prepare(self, splits: DatasetSplits) -> list[str]:
+        """Hold out dev, subset train, learn BPE (sequence tasks with
+        ``data.bpe_vocab_size``), fit lengths, build vocabularies and the spec."""
+        data = self.config.data
+        if not splits.train:
+            raise ValueError(f"dataset {data.dataset!r} has no training examples")
+        recipe = data.dataset in RECIPES
+        note = dev_note(splits, dev_file=data.dev is not None or recipe, fraction=data.dev_fraction)
+        notes = [note] if note else []
+        self.input = splits.input
+        self.labels = self._label_vocabulary(splits, recipe=recipe)
+        splits.train = stratified_subset(
+            splits.train, data.train_fraction, stratify=splits.task == "sequence"
+        )
+        text = splits.input == "text"
+        if text and data.bpe_vocab_size is not None:
+            # Subwords for sequence tasks (token tasks keep words: labels belong to words).
+            sentences = (" ".join(example.tokens or ()) for example in splits.train)
+            self.bpe = train_bpe(sentences, data.bpe_vocab_size, lowercase=data.lowercase)
+            splits.train, splits.dev, splits.test = (
+                bpe_retokenize(part, self.bpe) for part in (splits.train, splits.dev, splits.test)
+            )
+        cut = fit_splits(splits, data.max_len, data.overlong)
+        if cut:
+            notes.append(cut_note(cut, data.max_len))
+        if text:
+            train_tokens = [example.tokens or () for example in splits.train]
+            self.vocab = (
+                bpe_vocabulary(self.bpe)
+                if self.bpe is not None
+                else Vocabulary.build(
+                    train_tokens, min_freq=data.min_freq, lowercase=data.lowercase
+                )
+            )
+            if self.config.model.char_features:
+                self.chars = CharVocabulary.build(train_tokens)
+        features = splits.train[0].features
+        edge_features = splits.train[0].edge_features
+        self.spec = TaskSpec(
+            task=splits.task,
+            num_labels=max(len(self.labels), 1),  # regression: one output
+            vocab_size=len(self.vocab) if self.vocab is not None else None,
+            char_vocab_size=len(self.chars) if self.chars is not None else None,
+            feature_dim=None if features is None else int(features.shape[1]),
+            max_len=data.max_len,
+            edge_dim=None if edge_features is None else int(edge_features.shape[1]),
+            image_shape=image_shape(splits),
+            **_target_statistics(splits),
+        )
+        self.reader = input_format(splits)
+        self.collator = Collator(
+            self.vocab, self.chars, self.labels, splits.task, max_len=self.spec.max_len
+        )
+        return notes
+
+    def _label_vocabulary(self, splits: DatasetSplits, *, recipe: bool) -> LabelVocabulary:
+        """The task's labels: a recipe's whole label set, or a user's training file's.
+
+        A recipe's label set is part of its definition (pos-wsj's SYM and LS occur only in
+        dev/test). A user's labels come from their training file (a dev set held out of
+        it included); a label of a dev or test file that the training file lacks could
+        never be predicted, so it is a one-line error naming its file and line.
+        """
+        if splits.task == "regression":
+            return LabelVocabulary([])  # a regression has numbers, not classes
+        if recipe:
+            return LabelVocabulary.for_splits(splits)
+        from_train = splits.train + splits.dev if splits.dev_from_train else splits.train
+        labels = LabelVocabulary.build(from_train)
+        for part in ([] if splits.dev_from_train else splits.dev, splits.test):
+            for example in part:
+                names = (example.label,) if isinstance(example.label, str) else example.label
+                for label in names:
+                    if label != NO_LABEL and label not in labels:
+                        raise DataError(
+                            f"{example.source}: label {label!r} never occurs in the training "
+                            f"file {splits.extra.get('train', splits.name)}"
+                        )
+        return labels
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "task": self.name,
+            "input": self.input,
+            "vocab": None if self.vocab is None else self.vocab.to_dict(),
+            "chars": None if self.chars is None else self.chars.to_dict(),
+            "labels": self.labels.to_dict(),
+            "bpe": None if self.bpe is None else self.bpe.to_str(),
+            "reader": self.reader,
+        }
+
+    def restore(self, stored: dict[str, Any]) -> None:
+        if "labels" not in stored:
+            raise ValueError("the checkpoint stores no vocabularies")
+        self.input = stored["input"]
+        self.vocab = Vocabulary.from_dict(stored["vocab"]) if stored.get("vocab") else None
+        self.chars = CharVocabulary.from_dict(stored["chars"]) if stored.get("chars") else None
+        self.labels = LabelVocabulary.from_dict(stored["labels"])
+        self.bpe = Tokenizer.from_str(stored["bpe"]) if stored.get("bpe") else None
+        self.reader = dict(stored.get("reader") or {})
+        # No length limit here: fit() holds inputs to what the model reads.
+        self.collator = Collator(self.vocab, self.chars, self.labels, self.name)  # type: ignore[arg-type]
+
+    def collate(self, examples: Sequence[Example]) -> Batch:
+        assert self.collator is not None, "prepare() or restore() the task first"
+        return self.collator(examples)
+
+    # ------------------------------------------------------------------ training
+
+    def build(self) -> nn.Module:
+        assert self.spec is not None
+        return build_model_from_spec(self.config.model, self.spec)
+
+    def loss(self, model: Any, batch: Any, step: int) -> Tensor:
+        """Label-smoothed cross-entropy of ``model(batch)``."""
+        return compute_loss(model(batch), batch.labels, self.config.train.label_smoothing)
+
+    def evaluate(
+        self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None
+    ) -> dict[str, float]:
+        return evaluate(model, batches, device=device)
+
+    # ------------------------------------------------------------------ inference
+
+    def example(self, text: str, source: str = "<input>") -> Example:
+        tokens = tuple(tokenize(text))
+        if self.bpe is not None and tokens:
+            tokens = tuple(self.bpe.encode(list(tokens), is_pretokenized=True).tokens)
+        if not tokens:
+            raise ValueError(f"{source}: empty input")
+        return self.unlabelled(Example(tokens=tokens, features=None, label="", source=source))
+
+    def unlabelled(self, example: Example) -> Example:
+        """``example`` with a placeholder label the collator accepts (predictions ignore
+        it)."""
+        dummy: tuple[str, ...] | str = (
+            tuple(self.labels.labels[0] for _ in range(len(example)))
+            if self.name == "token"
+            else "0"
+            if self.name == "regression"
+            else self.labels.labels[0]
+        )
+        return dataclasses.replace(example, label=dummy)
+
+    def fit(
+        self, model: nn.Module, example: Example, *, truncate: bool = False, windows: bool = True
+    ) -> Example:
+        """``example`` as ``model`` can read it (see :class:`Task`); a token model reads a
+        long input in windows (``windows``)."""
+        limit = input_length_limit(model)
+        if limit is None or len(example) <= limit[0]:
+            return example
+        if windows and self.name == "token":
+            return example
+        if not truncate:
+            raise too_long(example, limit)
+        return slice_example(example, 0, limit[0], self.name)  # type: ignore[arg-type]
+
+    @torch.no_grad()
+    def logits(self, model: nn.Module, example: Example) -> Tensor:
+        """``(L, num_labels)`` for a token task (in windows past the model's limit),
+        ``(num_labels,)`` for a sequence task, ``()`` for a regression.
+
+        Raises:
+            ValueError: a sequence or regression input longer than the model reads.
+        """
+        example = self.fit(model, example)
+        limit = input_length_limit(model)
+        if self.name != "token" or limit is None or len(example) <= limit[0]:
+            return model(self.collate([example]))[0]
+        size = limit[0]
+        spans = window_spans(len(example), size)
+        windows = [slice_example(example, start, start + size, "token") for start, _, _ in spans]
+        rows = [
+            model(self.collate(windows[i : i + EVAL_BATCH_SIZE]))
+            for i in range(0, len(windows), EVAL_BATCH_SIZE)
+        ]
+        logits = torch.cat(rows)  # (W, size, C)
+        out = logits.new_empty(len(example), logits.shape[-1])
+        for window, (start, keep_from, keep_to) in enumerate(spans):
+            out[keep_from:keep_to] = logits[window, keep_from - start : keep_to - start]
+        return out
+
+    def score(
+        self, model: nn.Module, split: str, *, truncate: bool = False, **options: Any
+    ) -> dict[str, float]:
+        """Metrics of ``model`` on a split of its dataset, read as training read it (the
+        same held-out dev set; with ``data.overlong = "cut"`` the same cut). Longer inputs
+        than the model reads are handled as in :meth:`fit`; ``truncated`` then counts the
+        examples cut."""
+        self.check_options(options)
+        if split not in ("train", "dev", "test"):
+            raise ValueError(f"unknown split {split!r}; choose train, dev or test")
+        data = self.config.data
+        examples = getattr(self.load_splits(), split)
+        if self.bpe is not None:
+            examples = bpe_retokenize(examples, self.bpe)
+        if not examples:
+            raise ValueError(f"dataset {data.dataset!r} has no {split} split")
+        if data.overlong == "cut":
+            examples, _ = fit_examples(examples, data.max_len, "cut", self.name)  # type: ignore[arg-type]
+        fitted = [self.fit(model, example, truncate=truncate) for example in examples]
+        truncated = sum(len(a) != len(b) for a, b in zip(examples, fitted, strict=True))
+        limit = input_length_limit(model)
+        size = None if limit is None else limit[0]
+        whole = [e for e in fitted if size is None or len(e) <= size]
+        windowed = [e for e in fitted if size is not None and len(e) > size]
+        metrics = self.evaluate(model, self.batches_of(whole))
+        if windowed:
+            metrics = self._with_windowed(model, metrics, windowed)
+        if truncated:
+            metrics["truncated"] = float(truncated)
+        return metrics
+
+    def _with_windowed(
+        self, model: nn.Module, metrics: dict[str, float], examples: list[Example]
+    ) -> dict[str, float]:
+        """Token-task ``metrics`` with ``examples`` added, each read in windows."""
+        count = metrics["count"]
+        loss_sum, correct = metrics["loss"] * count, metrics["accuracy"] * count
+        for example in examples:
+            logits = self.logits(model, example).float()  # (L, C)
+            labels = torch.tensor(
+                [
+                    IGNORE_INDEX if tag == NO_LABEL else self.labels.encode(tag, example.source)
+                    for tag in example.label
+                ]
+            )
+            real = labels != IGNORE_INDEX
+            loss_sum += float(F.cross_entropy(logits[real], labels[real], reduction="sum"))
+            correct += int((logits.argmax(-1)[real] == labels[real]).sum())
+            count += int(real.sum())
+        return {
+            "loss": loss_sum / max(count, 1),
+            "accuracy": correct / max(count, 1),
+            "count": count,
+        }
+
+    @torch.no_grad()
+    def attention(
+        self, model: nn.Module, example: Example, **options: Any
+    ) -> list[AttentionFigure]:
+        """Every block's self-attention over ``example`` (read whole: one map needs the
+        whole input at once).
+
+        Raises:
+            ValueError: longer than the model reads; a model without attention weights.
+        """
+        self.check_options(options)
+        assert isinstance(model, TaskModel)
+        example = self.fit(model, example, windows=False)
+        maps = [layer[0] for layer in model.attention_maps(self.collate([example]))]
+        axis = self._axis(model, example, maps)
+        return [AttentionFigure("self-attention", maps, axis, axis)]
+
+    def _axis(self, model: TaskModel, example: Example, maps: list[Tensor]) -> list[str]:
+        """The labels of a map's rows and columns: the input's tokens (or positions), or
+        an image's patches (one vector per patch, not per pixel); a learned [CLS] vector
+        first."""
+        labels = positions(example)
+        count = int(maps[0].shape[-1]) if maps else len(labels)
+        if len(model.attention_labels(labels)) != count:
+            labels = [f"p{i}" for i in range(count - len(model.attention_labels([])))]
+        return model.attention_labels(labels)
+
+
+def _target_statistics(splits: DatasetSplits) -> dict[str, float]:
+    """A regression's training-target mean and standard deviation (for its head)."""
+    if splits.task != "regression":
+        return {}
+    targets = torch.tensor([float(str(example.label)) for example in splits.train])
+    std = float(targets.std()) if len(targets) > 1 else 1.0
+    return {"target_mean": float(targets.mean()), "target_std": std if std > 0 else 1.0}
+
+
+@register_task
+class TokenTask(LabelTask):
+    """A label per vector (POS tags, a graph's node classes)."""
+
+    name = "token"
+
+    def predict(self, model: nn.Module, example: Example, **options: Any) -> str:
+        """``token/TAG`` per token."""
+        return " ".join(f"{token}/{tag}" for token, tag, _ in self.tags(model, example, **options))
+
+    def tags(
+        self, model: nn.Module, example: Example, **options: Any
+    ) -> list[tuple[str, str, float]]:
+        """``(token, tag, p)`` per token."""
+        self.check_options(options)
+        best = torch.softmax(self.logits(model, example), dim=-1).max(dim=-1)
+        return [
+            (token, self.labels.decode(int(i)), float(p))
+            for token, i, p in zip(positions(example), best.indices, best.values, strict=True)
+        ]
+
+
+@register_task
+class SequenceTask(LabelTask):
+    """A label per set (sentiment, speaker, an image's class, a molecule's class)."""
+
+    name = "sequence"
+
+    def predict(self, model: nn.Module, example: Example, **options: Any) -> str:
+        """The best label, then every label with its probability."""
+        ranked = self.ranked(model, example, **options)
+        listing = ", ".join(f"{label} {p:.3f}" for label, p in ranked)
+        return f"{ranked[0][0]}\t({listing})"
+
+    def ranked(self, model: nn.Module, example: Example, **options: Any) -> list[tuple[str, float]]:
+        """``(label, p)`` from the likeliest down."""
+        self.check_options(options)
+        probs = torch.softmax(self.logits(model, example), dim=-1)
+        return [
+            (self.labels.decode(int(i)), float(probs[i])) for i in probs.argsort(descending=True)
+        ]
+
+
+@register_task
+class RegressionTask(LabelTask):
+    """A number per set (a molecule's solubility)."""
+
+    name = "regression"
+
+    def loss(self, model: Any, batch: Any, step: int) -> Tensor:
+        """:func:`regression_loss` of ``model(batch)``."""
+        assert self.spec is not None
+        return regression_loss(model(batch), batch.labels, self.spec.target_std)
+
+    def evaluate(
+        self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None
+    ) -> dict[str, float]:
+        return evaluate_regression(model, batches, device=device)
+
+    def predict(self, model: nn.Module, example: Example, **options: Any) -> str:
+        """The predicted value, in the targets' units."""
+        return f"{self.value(model, example, **options):.4f}"
+
+    def value(self, model: nn.Module, example: Example, **options: Any) -> float:
+        """The prediction for ``example``, in the targets' units."""
+        self.check_options(options)
+        return float(self.logits(model, example))

@@ -1,0 +1,96 @@
+"""From a config to a trained checkpoint: the one road every task type travels.
+
+:func:`prepare` finds the config's task type (``data.task``, the recipe's, or what the
+user's files hold), loads its dataset, holds out a dev set when a user gives none, fits
+every example to ``data.max_len`` and builds the vocabularies from the training split;
+:func:`run` trains on it with :func:`selfattn.train.loop.train`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from selfattn.data import RECIPES, batches, load_dataset
+from selfattn.data.batching.splits import DEV_SEED
+from selfattn.pipeline.task import Prepared, Task, task_named
+from selfattn.train.config import Config
+from selfattn.train.loop import TrainResult, train
+
+# Importing the task modules registers them.
+from selfattn.pipeline import labelling as _labelling  # noqa: F401  isort: skip
+from selfattn.pipeline import seq2seq as _seq2seq  # noqa: F401  isort: skip
+
+
+def declared_task(config: Config) -> str | None:
+    """The task type ``config`` names (``data.task``, else its recipe's), or ``None``
+    when only the user's files can tell."""
+    if config.data.task != "auto":
+        return config.data.task
+    recipe = RECIPES.get(config.data.dataset)
+    return None if recipe is None else recipe.task
+
+
+def prepare(config: Config) -> Prepared:
+    """Load ``config.data.dataset`` for its task type, fit it to ``data.max_len`` and
+    build vocabularies from its training split.
+
+    Raises:
+        DataError: malformed data, an example longer than ``data.max_len`` (with
+            ``data.overlong = "refuse"``), a dev or test label the training file lacks.
+    """
+    name = declared_task(config)
+    if name is None:  # a user's files: their columns say which task they hold
+        data = config.data
+        splits = load_dataset(
+            data.dataset,
+            dev=data.dev,
+            test=data.test,
+            dev_fraction=data.dev_fraction,
+            seed=DEV_SEED,
+        )
+        task: Task = task_named(splits.task, config)
+    else:
+        task = task_named(name, config)
+        splits = task.load_splits()
+    notes = task.prepare(splits)
+    return Prepared(task, splits, notes)
+
+
+def run(
+    config: Config,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> tuple[TrainResult, Prepared]:
+    """Train the model ``config`` describes on its dataset; checkpoints go to ``run_dir``.
+
+    ``log`` receives the notes of :func:`prepare` (a held-out dev set, cut examples)
+    before training starts.
+    """
+    prepared = prepare(config)
+    if log is not None:
+        for note in prepared.notes:
+            log(note)
+    seed, size = config.train.seed, config.data.batch_size
+    train_split, task = prepared.splits.train, prepared.task
+
+    def train_batches(epoch: int) -> list[Any]:
+        groups = batches(train_split, size, shuffle=True, seed=seed * 1000 + epoch)
+        return [task.collate(group) for group in groups]
+
+    dev = prepared.batches_of(prepared.splits.dev) if prepared.splits.dev else None
+    result = train(
+        config,
+        prepared.spec,
+        train_batches,
+        (lambda: dev) if dev is not None else None,
+        objective=task,
+        vocabs=prepared.vocabs(),
+        resume=resume,
+        overwrite=overwrite,
+        progress=progress,
+    )
+    return result, prepared

@@ -1,0 +1,227 @@
+"""No option silently ignored: for every task type × architecture × field of ModelConfig, a
+non-default value either changes the model built (its parameters, its structure, or its
+outputs on a fixed batch under a fixed seed) or is refused with a one-line ValueError.
+
+The fields are read from ``dataclasses.fields(ModelConfig)``, so a field added without a
+non-default value here fails the first test, and one that no model reads fails the rest.
+Fields that only make sense for some inputs are tried on that input: the character fields
+on text, the image fields on an image grid, every graph field on graphs with edge features.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any, get_args
+
+import pytest
+import torch
+from torch import nn
+
+from selfattn.data.types import Batch
+from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS, Seq2SeqTransformer
+from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
+from selfattn.tasks.config import ARCHITECTURE_FIELDS, Architecture
+from selfattn.tasks.model import build_model_from_spec
+
+TASKS = ("token", "sequence", "regression", "seq2seq")
+ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
+VOCAB, CHARS, FEATURES, EDGE_DIM, IMAGE = 12, 8, 3, 2, (4, 4, 1)
+LENGTHS = [5, 3]
+#: Small sizes every architecture reads, with dropout on so rates have something to change.
+SIZES: dict[str, Any] = {"embed_dim": 16, "num_layers": 2, "ffn_dim": 16, "dropout": 0.1}
+
+Case = tuple[dict[str, Any], dict[str, Any]]
+#: Per field, the non-default values to try: ``(base overrides, changes)``. The base
+#: overrides set what the value needs to mean something (a size needs its kernel).
+CHANGES: dict[str, list[Case]] = {
+    "architecture": [],  # filled per architecture: the base's architecture changed
+    "embed_dim": [({}, {"embed_dim": 24})],
+    "num_heads": [({}, {"num_heads": 2})],
+    "num_layers": [({}, {"num_layers": 3})],
+    "ffn_dim": [({}, {"ffn_dim": 32})],
+    "dropout": [({}, {"dropout": 0.3})],
+    "positional": [({}, {"positional": "learned"}), ({}, {"positional": "rotary"})],
+    "pooling": [({}, {"pooling": name}) for name in ("first", "attention", "cls")],
+    "window_k": [({}, {"window_k": 2})],
+    "char_features": [({}, {"char_features": True})],
+    "char_dim": [({"char_features": True}, {"char_dim": 24})],
+    "word_dropout": [({}, {"word_dropout": 0.5})],
+    "norm_first": [({}, {"norm_first": False})],
+    "attention": [({}, {"attention": "linear"}), ({}, {"attention": "performer"})],
+    "attention_size": [
+        ({"attention": "window", "attention_size": 1}, {"attention_size": 2}),
+        ({"attention": "performer"}, {"attention_size": 8}),
+    ],
+    "attention_dropout": [({}, {"attention_dropout": 0.0})],
+    "patch_size": [({"positional": None}, {"patch_size": 2})],
+    "grid_positional": [({"positional": None}, {"grid_positional": "sinusoidal2d"})],
+    "score": [({}, {"score": "dot"}), ({}, {"score": "additive"})],
+    "normalizer": [({}, {"normalizer": "relu"}), ({}, {"normalizer": "sigmoid"})],
+    "include_self": [({}, {"include_self": False})],
+    "share_weights": [({}, {"share_weights": True})],
+}
+TEXT_FIELDS = {"char_features", "char_dim", "word_dropout"}
+IMAGE_FIELDS = {"patch_size", "grid_positional"}
+
+
+def _input_kind(architecture: str, field: str) -> str:
+    """The input a field is tried on: text, image or graph (vectors with edges)."""
+    if field in IMAGE_FIELDS or architecture == "cnn2d":
+        return "image"
+    if field in TEXT_FIELDS:
+        return "text"
+    return "graph" if architecture == "graph" else "text"
+
+
+def _spec(task: str, kind: str) -> TaskSpec:
+    num_labels = 1 if task == "regression" else VOCAB if task == "seq2seq" else 3
+    common: dict[str, Any] = {"task": task, "num_labels": num_labels, "max_len": 16}
+    if kind == "text":
+        return TaskSpec(**common, vocab_size=VOCAB, char_vocab_size=CHARS)
+    if kind == "image":
+        return TaskSpec(**common, feature_dim=IMAGE[2], image_shape=IMAGE)
+    return TaskSpec(**common, feature_dim=FEATURES, edge_dim=EDGE_DIM)
+
+
+def _batch(task: str, kind: str) -> Batch:
+    """A fixed batch of two examples (lengths 5 and 3; images are whole)."""
+    generator = torch.Generator().manual_seed(0)
+    length = IMAGE[0] * IMAGE[1] if kind == "image" else max(LENGTHS)
+    lengths = [length] * len(LENGTHS) if kind == "image" else LENGTHS
+    mask = torch.arange(length)[None, :] >= torch.tensor(lengths)[:, None]
+    labels = (
+        torch.zeros(len(lengths), length, dtype=torch.long)
+        if task == "token"
+        else torch.zeros(len(lengths))
+    )
+    if kind == "text":
+        tokens = torch.randint(2, VOCAB, (len(lengths), length), generator=generator)
+        chars = torch.randint(1, CHARS, (len(lengths), length, 3), generator=generator)
+        tokens, chars = tokens.masked_fill(mask, 0), chars.masked_fill(mask[..., None], 0)
+        return Batch(tokens, chars, None, mask, labels)
+    width = IMAGE[2] if kind == "image" else FEATURES
+    features = torch.rand(len(lengths), length, width, generator=generator)
+    if kind == "image":
+        return Batch(None, None, features, mask, labels)
+    # A path in each graph, both directions, over the flat positions b·L + i.
+    pairs = [
+        (b * length + i, b * length + i + 1) for b, n in enumerate(lengths) for i in range(n - 1)
+    ]
+    edges = torch.tensor(pairs + [(j, i) for i, j in pairs]).T
+    edge_attr = torch.rand(edges.shape[1], EDGE_DIM, generator=generator)
+    return Batch(None, None, features, mask, labels, edge_index=edges, edge_attr=edge_attr)
+
+
+def _build(config: ModelConfig, task: str, kind: str) -> nn.Module:
+    torch.manual_seed(0)
+    spec = _spec(task, kind)
+    if task == "seq2seq":
+        return build_seq2seq_model(config, Seq2SeqConfig(), spec)
+    return build_model_from_spec(config, spec)
+
+
+def _outputs(model: nn.Module, batch: Batch, *, train: bool) -> torch.Tensor:
+    model.train(train)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        if not isinstance(model, Seq2SeqTransformer):
+            return model(batch)
+        assert batch.token_ids is not None
+        target = batch.token_ids.clamp(min=NUM_SPECIALS)[:, :4]
+        target[:, 0] = BOS_ID
+        return model(batch.token_ids, batch.key_padding_mask, target).log_probs
+
+
+def _changed(a: nn.Module, b: nn.Module, batch: Batch) -> bool:
+    """Whether ``b`` differs from ``a``: parameters, structure, or outputs."""
+    first, second = a.state_dict(), b.state_dict()
+    if {k: v.shape for k, v in first.items()} != {k: v.shape for k, v in second.items()}:
+        return True
+    if repr(a) != repr(b) or any(not torch.equal(first[k], second[k]) for k in first):
+        return True
+    return any(
+        not torch.equal(_outputs(a, batch, train=train), _outputs(b, batch, train=train))
+        for train in (False, True)
+    )
+
+
+def _base(architecture: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    return {"architecture": architecture, **SIZES, **overrides}
+
+
+def _cases(architecture: str, field: str) -> list[Case]:
+    if field == "architecture":
+        other = "conformer" if architecture != "conformer" else "transformer"
+        return [({}, {"architecture": other})]
+    return CHANGES[field]
+
+
+def test_every_field_has_a_value_to_try() -> None:
+    missing = [f.name for f in fields(ModelConfig) if f.name not in CHANGES]
+    assert not missing, f"add non-default values of {missing} to CHANGES"
+
+
+def _refused(error: ValueError) -> str | None:
+    """``None`` when ``error`` is a proper refusal, else what is wrong with it."""
+    message = str(error)
+    return None if message and "\n" not in message else f"not one line: {message!r}"
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("task", TASKS)
+def test_every_field_is_honoured_or_refused(task: str, architecture: str) -> None:
+    silent, bad_errors = [], []
+    for field in (f.name for f in fields(ModelConfig)):
+        kind = _input_kind(architecture, field)
+        batch = _batch(task, kind)
+        for overrides, changes in _cases(architecture, field):
+            try:
+                base = _build(ModelConfig(**_base(architecture, overrides)), task, kind)
+            except ValueError as error:  # the setting the value needs is refused already
+                if problem := _refused(error):
+                    bad_errors.append((field, problem))
+                continue
+            try:
+                changed = _build(
+                    ModelConfig(**_base(architecture, overrides | changes)), task, kind
+                )
+            except ValueError as error:
+                if problem := _refused(error):
+                    bad_errors.append((field, problem))
+                continue
+            if not _changed(base, changed, batch):
+                silent.append((field, changes))
+    assert not bad_errors, bad_errors
+    assert not silent, f"{task} × {architecture}: silently ignored {silent}"
+
+
+# The combinations that must build: a refusal of the base itself would make the test above
+# pass vacuously.
+SUPPORTED = [
+    *((task, arch) for task in ("token", "sequence", "regression") for arch in ARCHITECTURES),
+    ("seq2seq", "transformer"),
+    ("seq2seq", "conformer"),
+]
+SUPPORTED.remove(("token", "cnn2d"))  # image models classify whole images
+SUPPORTED.remove(("regression", "cnn2d"))
+
+
+@pytest.mark.parametrize(("task", "architecture"), SUPPORTED)
+def test_the_base_configurations_build(task: str, architecture: str) -> None:
+    kind = _input_kind(architecture, "embed_dim")
+    model = _build(ModelConfig(**_base(architecture, {})), task, kind)
+    assert torch.isfinite(_outputs(model, _batch(task, kind), train=False)).all()
+
+
+@pytest.mark.parametrize("architecture", sorted(ARCHITECTURE_FIELDS))
+def test_the_image_fields_are_honoured_on_images(architecture: str) -> None:
+    """The vacuous-pass guard for the image fields: on an image and a sequence task they
+    change the model of every architecture (each can read patches and 2-D positions)."""
+    batch = _batch("sequence", "image")
+    for field in sorted(IMAGE_FIELDS):
+        for overrides, changes in CHANGES[field]:
+            base = _build(ModelConfig(**_base(architecture, overrides)), "sequence", "image")
+            changed = _build(
+                ModelConfig(**_base(architecture, overrides | changes)), "sequence", "image"
+            )
+            assert _changed(base, changed, batch), (architecture, field)
