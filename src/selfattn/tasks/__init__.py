@@ -1,5 +1,5 @@
 """Task models for the lecture's three output types (lecture 000, §"What is the output"):
-one label per vector, one label per set, and seq2seq (the encoder–decoder's objectives).
+one label per vector, one label per set, and the encoder–decoder of seq2seq.
 
 >>> model = build_model(ModelConfig(), task="token", vocab_size=1000,
 ...                     char_vocab_size=None, feature_dim=None, num_labels=45)
@@ -34,21 +34,12 @@ from selfattn.tasks.heads import (
     TokenClassifier,
 )
 from selfattn.tasks.model import TaskModel, TaskSpec, build_model, build_model_from_spec
-from selfattn.tasks.seq2seq import Seq2SeqObjective, build_seq2seq_model
+from selfattn.tasks.seq2seq import build_seq2seq_model
 from selfattn.tasks.seq2seq_config import Seq2SeqConfig
-from selfattn.tasks.seq2seq_objectives import (
-    attention_budget_loss,
-    attention_for_regularisers,
-    coverage_loss,
-    guided_attention_loss,
-    sequence_nll,
-)
-from selfattn.tasks.seq2seq_sampling import SCHEDULES, SamplingSchedule, scheduled_sampling_inputs
 
 __all__ = [
     "ENCODERS",
     "POOLINGS",
-    "SCHEDULES",
     "Architecture",
     "AttentionPooling",
     "AttentionSequenceEncoder",
@@ -63,9 +54,7 @@ __all__ = [
     "MeanPooling",
     "ModelConfig",
     "Pooling",
-    "SamplingSchedule",
     "Seq2SeqConfig",
-    "Seq2SeqObjective",
     "SequenceClassifier",
     "SequenceEncoder",
     "SequenceRegressor",
@@ -74,15 +63,9 @@ __all__ = [
     "TokenClassifier",
     "TransformerSequenceEncoder",
     "WindowFCEncoder",
-    "attention_budget_loss",
-    "attention_for_regularisers",
     "build_encoder",
     "build_model",
     "build_model_from_spec",
     "build_seq2seq_model",
-    "coverage_loss",
-    "guided_attention_loss",
-    "scheduled_sampling_inputs",
-    "sequence_nll",
     "stack_config",
 ]

@@ -1,49 +1,17 @@
-"""The seq2seq task: build the encoder–decoder from a config and train it (lecture 001 §3–5).
-
-:class:`Seq2SeqObjective` composes the training signal of one batch:
-
-* teacher forcing — the decoder reads the gold previous tokens — with label-smoothed
-  negative log-likelihood; with ``scheduled_sampling`` some of those inputs are replaced
-  by the model's own predictions, more as training goes on (the exposure-bias fix);
-* optional guided-attention and coverage terms on the attention;
-* optional non-autoregressive pass: the target length predicted from the encoder, every
-  position decoded at once from BOS inputs.
-
-Dev evaluation during training is teacher-forced token accuracy (cheap, no decoding);
-BLEU, chrF and exact match come from decoding, in :mod:`selfattn.pipeline.seq2seq`.
+"""The encoder–decoder a config describes (lecture 001 §3–5): the ``[model]`` section's
+encoder (any architecture with attention, any kernel) and a Transformer decoder shaped by
+``[seq2seq]``. Training and decoding it is :mod:`selfattn.pipeline.seq2seq`'s work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor
-
-from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
-from selfattn.data.specials import IGNORE_INDEX
-from selfattn.models.seq2seq import (
-    BOS_ID,
-    ENCODER_STACKS,
-    EOS_ID,
-    PAD_ID,
-    EncodedSource,
-    Seq2SeqTransformer,
-    decoder_like,
-)
+from selfattn.models.seq2seq import ENCODER_STACKS, Seq2SeqTransformer, decoder_like
 from selfattn.tasks.config import ModelConfig
 from selfattn.tasks.encoders import stack_config
 from selfattn.tasks.model import TaskSpec, check_fields
 from selfattn.tasks.seq2seq_config import Seq2SeqConfig
-from selfattn.tasks.seq2seq_objectives import (
-    attention_for_regularisers,
-    coverage_loss,
-    guided_attention_loss,
-    sequence_nll,
-)
-from selfattn.tasks.seq2seq_sampling import SamplingSchedule, scheduled_sampling_inputs
 
 
 def build_seq2seq_model(
@@ -89,155 +57,4 @@ def build_seq2seq_model(
     return built
 
 
-def encode_batch(model: Seq2SeqTransformer, batch: Seq2SeqBatch) -> EncodedSource:
-    """The encoder's output for a batch."""
-    return model.encode(batch.source, batch.source_padding, copy_ids=batch.copy_ids)
-
-
-@dataclass
-class Seq2SeqObjective:
-    """The loss of one seq2seq batch, and teacher-forced evaluation.
-
-    Args:
-        config: the ``[seq2seq]`` section.
-        label_smoothing: ε of the NLL terms.
-    """
-
-    config: Seq2SeqConfig
-    label_smoothing: float = 0.0
-
-    def __post_init__(self) -> None:
-        kind = self.config.scheduled_sampling
-        self.schedule = (
-            None
-            if kind == "none"
-            else SamplingSchedule(
-                kind=kind, max_ratio=self.config.sampling_max, steps=self.config.sampling_steps
-            )
-        )
-
-    def sampling_ratio(self, step: int) -> float:
-        """Probability of feeding the model's own token at optimizer step ``step``."""
-        return 0.0 if self.schedule is None else self.schedule.ratio(step)
-
-    def loss(self, model: Seq2SeqTransformer, batch: Seq2SeqBatch, step: int) -> Tensor:
-        """The training loss of ``batch`` at optimizer step ``step``."""
-        config = self.config
-        encoded = encode_batch(model, batch)
-        target_in = batch.target_in
-        ratio = self.sampling_ratio(step)
-        if ratio > 0:
-            target_in = scheduled_sampling_inputs(model, encoded, batch, ratio)
-        # Cross-attention weights cost the fused kernel: ask only when a term reads them
-        # (coverage reads the pointer / copy attention when the model has one).
-        needs_weights = config.guided_attention > 0 or (
-            config.coverage > 0 and model.output == "vocab"
-        )
-        out = model.decode(
-            target_in,
-            encoded,
-            need_weights=needs_weights,
-            num_extended=batch.num_extended,
-        )
-        loss = sequence_nll(out.log_probs, batch.target_out, label_smoothing=self.label_smoothing)
-        if config.guided_attention > 0:
-            assert out.cross_attentions is not None
-            loss = loss + config.guided_attention * guided_attention_loss(
-                out.cross_attentions,
-                batch.source_padding,
-                batch.target_padding,
-                sigma=config.guided_sigma,
-            )
-        if config.coverage > 0:
-            loss = loss + config.coverage * coverage_loss(
-                attention_for_regularisers(out), batch.source_padding, batch.target_padding
-            )
-        if config.nat:
-            loss = loss + config.nat_weight * self.nat_loss(model, encoded, batch)
-        return loss
-
-    def nat_loss(
-        self, model: Seq2SeqTransformer, encoded: EncodedSource, batch: Seq2SeqBatch
-    ) -> Tensor:
-        """Length-prediction cross-entropy plus the NLL of one non-autoregressive pass."""
-        lengths = (~batch.target_padding).sum(1) - 1  # (B,), targets without EOS
-        length_logits = model.predict_length(encoded)
-        length_loss = F.cross_entropy(
-            length_logits.float(), lengths.clamp(max=length_logits.shape[-1] - 1)
-        )
-        inputs, padding = nat_inputs(lengths)
-        out = model.decode(
-            inputs,
-            encoded,
-            target_padding=padding,
-            causal=False,
-            num_extended=batch.num_extended,
-        )
-        targets = batch.target_out[:, : inputs.shape[1]].masked_fill(padding, IGNORE_INDEX)
-        nll = sequence_nll(out.log_probs, targets, label_smoothing=self.label_smoothing)
-        return nll + length_loss
-
-    @torch.no_grad()
-    def evaluate(
-        self,
-        model: Seq2SeqTransformer,
-        batches: Iterable[Seq2SeqBatch],
-        *,
-        device: torch.device | str | None = None,
-    ) -> dict[str, float]:
-        """Teacher-forced loss and token accuracy (EOS included) over ``batches``."""
-        return evaluate_teacher_forced(model, batches, device=device)
-
-
-def nat_inputs(lengths: Tensor) -> tuple[Tensor, Tensor]:
-    """BOS at each of a row's ``lengths[b]`` positions, PAD after: ``(ids, padding)``."""
-    width = int(lengths.max()) if lengths.numel() else 0
-    padding = torch.arange(width, device=lengths.device)[None, :] >= lengths[:, None]
-    ids = torch.full(padding.shape, BOS_ID, dtype=torch.long, device=lengths.device)
-    return ids.masked_fill(padding, PAD_ID), padding
-
-
-@torch.no_grad()
-def evaluate_teacher_forced(
-    model: Seq2SeqTransformer,
-    batches: Iterable[Seq2SeqBatch],
-    *,
-    device: torch.device | str | None = None,
-) -> dict[str, float]:
-    """``{"loss", "accuracy", "count"}``: NLL and next-token accuracy under teacher
-    forcing, over every real target position (EOS included)."""
-    if device is None:
-        device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    loss_sum, correct, count = 0.0, 0, 0
-    for batch in batches:
-        batch = batch.to(device)
-        out = model(
-            batch.source,
-            batch.source_padding,
-            batch.target_in,
-            copy_ids=batch.copy_ids,
-            num_extended=batch.num_extended,
-        )
-        real = batch.target_out != IGNORE_INDEX
-        n = int(real.sum())
-        loss_sum += float(sequence_nll(out.log_probs, batch.target_out)) * n
-        correct += int((out.log_probs.argmax(-1)[real] == batch.target_out[real]).sum())
-        count += n
-    model.train(was_training)
-    return {
-        "loss": loss_sum / max(count, 1),
-        "accuracy": correct / max(count, 1),
-        "count": float(count),
-    }
-
-
-__all__ = [
-    "EOS_ID",
-    "Seq2SeqObjective",
-    "build_seq2seq_model",
-    "encode_batch",
-    "evaluate_teacher_forced",
-    "nat_inputs",
-]
+__all__ = ["build_seq2seq_model"]

@@ -30,7 +30,7 @@ from selfattn.models.seq2seq import (
     Seq2SeqTransformer,
     decoder_like,
 )
-from selfattn.tasks.seq2seq_objectives import (
+from selfattn.pipeline.seq2seq.losses import (
     SCHEDULES,
     SamplingSchedule,
     attention_budget_loss,

@@ -9,8 +9,8 @@ import torch
 from selfattn.data import Example
 from selfattn.data.batching.seq2seq_collate import Seq2SeqCollator, target_vocabulary
 from selfattn.data.vocab import Vocabulary
+from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective, nat_inputs
 from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
-from selfattn.tasks.seq2seq import Seq2SeqObjective, nat_inputs
 
 WORDS = ["a", "b", "c", "d", "e"]
 

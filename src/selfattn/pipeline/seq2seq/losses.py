@@ -6,7 +6,7 @@ the training code:
 * :func:`sequence_nll` — teacher-forced, label-smoothed negative log-likelihood, computed
   from log-probabilities so that the vocabulary, pointer and copy outputs are scored alike;
 * :func:`scheduled_sampling_inputs` and :class:`SamplingSchedule` — the exposure-bias fix
-  (from :mod:`selfattn.tasks.seq2seq_sampling`, re-exported here);
+  (from :mod:`selfattn.pipeline.seq2seq.sampling`, re-exported here);
 * :func:`guided_attention_loss` — attention kept near the diagonal, for monotonic
   alignments such as speech (lecture 001 §5.2, Tachibana et al. 2017);
 * :func:`coverage_loss` and :func:`attention_budget_loss` — attention that neither returns
@@ -28,7 +28,7 @@ from torch import Tensor
 
 from selfattn.data.specials import IGNORE_INDEX
 from selfattn.models.seq2seq import Seq2SeqOutput
-from selfattn.tasks.seq2seq_sampling import (
+from selfattn.pipeline.seq2seq.sampling import (
     SCHEDULES,
     SamplingSchedule,
     ScheduleKind,

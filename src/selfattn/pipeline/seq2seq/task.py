@@ -36,6 +36,7 @@ from selfattn.data.user_input import input_format
 from selfattn.data.vocab import train_bpe
 from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive, sample
 from selfattn.models.seq2seq import Seq2SeqTransformer
+from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective, encode_batch
 from selfattn.pipeline.task import (
     EVAL_BATCH_SIZE,
     AttentionFigure,
@@ -45,7 +46,7 @@ from selfattn.pipeline.task import (
     too_long,
 )
 from selfattn.tasks.model import TaskSpec
-from selfattn.tasks.seq2seq import Seq2SeqObjective, build_seq2seq_model, encode_batch
+from selfattn.tasks.seq2seq import build_seq2seq_model
 from selfattn.train.config import Config
 
 Method = Literal["greedy", "beam", "sample", "nat"]
