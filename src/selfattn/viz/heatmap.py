@@ -73,7 +73,12 @@ def attention_figure(
         layout="constrained",
     )
     axes = fig.subplots(len(maps), num_heads, squeeze=False)
-    show_ticks = max(length, width) <= 40  # beyond that the labels overlap into a smear
+    # Beyond 40 labels an axis's ticks overlap into a smear; each axis decides alone, so a
+    # decoder's few output tokens stay labelled against a long source.
+    label_x, label_y = width <= 40, length <= 40
+    # A map far from square (5 digits against 60 speech frames) fills its panel instead
+    # of shrinking to a strip.
+    aspect = "auto" if max(length, width) > 3 * min(length, width) else "equal"
     # One scale for every panel, so equal colours mean equal weights across heads.
     top = max(float(weights.detach().float().max()) for weights in maps) or 1.0
     image = None
@@ -81,14 +86,20 @@ def attention_figure(
         for head in range(num_heads):
             ax = axes[layer][head]
             image = ax.imshow(
-                weights[head].detach().float().cpu().numpy(), cmap="viridis", vmin=0.0, vmax=top
+                weights[head].detach().float().cpu().numpy(),
+                cmap="viridis",
+                vmin=0.0,
+                vmax=top,
+                aspect=aspect,
             )
             ax.set_title(f"layer {layer + 1} · head {head + 1}", fontsize=8)
-            if show_ticks:
+            if label_x:
                 ax.set_xticks(range(width), keys, rotation=90, fontsize=7)
-                ax.set_yticks(range(length), tokens, fontsize=7)
             else:
                 ax.set_xticks([])
+            if label_y:
+                ax.set_yticks(range(length), tokens, fontsize=7)
+            else:
                 ax.set_yticks([])
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
