@@ -73,7 +73,7 @@ def _vectors(example: Example, folder: Path) -> str:
 
 SMALL = ["model.embed_dim=32", "model.num_heads=2", "model.num_layers=1", "model.ffn_dim=32"]
 
-#: (config, recipe, task type, input kind, what to predict on, extra overrides)
+#: task type-input kind[-architecture]: (config, recipe, what to predict on, overrides)
 CASES = {
     "token-text": ("pos_wsj", "pos-wsj", _text("I saw a saw"), ["data.train_fraction=0.05"]),
     "sequence-text": (
@@ -96,6 +96,18 @@ CASES = {
         "digit-strings-espeak",
         _speech,
         ["data.train_fraction=0.02"],
+    ),
+    "seq2seq-speech-conformer": (
+        "digit_strings_conformer",
+        "digit-strings-espeak",
+        _speech,
+        ["data.train_fraction=0.02"],
+    ),
+    "sequence-vectors-conformer": (
+        "speaker_jv_conformer",
+        "speaker-jv",
+        _vectors,
+        ["data.train_fraction=0.1"],
     ),
     "sequence-molecule": ("solubility", "solubility", _molecule, ["data.train_fraction=0.05"]),
     "regression-molecule": (
