@@ -101,3 +101,15 @@ def test_seq2seq_attention_writes_cross_encoder_and_decoder_maps(
         "encoder self-attention",
         "decoder self-attention",
     ]
+
+
+def test_seq2seq_settings_on_a_task_that_decodes_nothing_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`[seq2seq]` beam_size on a tagger would be silently ignored: one line instead."""
+    config = Path(__file__).resolve().parents[2] / "configs" / "pos_wsj.toml"
+    flags = ["--set", f"data.dataset={FIXTURES / 'tags.txt'}", "--set", "seq2seq.beam_size=8"]
+    flags += ["--set", f"run_dir={tmp_path / 'run'}", "--set", "train.epochs=1"]
+    assert main(["train", str(config), *flags, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "seq2seq.beam_size" in err and "a token task" in err

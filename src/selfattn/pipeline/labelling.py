@@ -56,6 +56,7 @@ from selfattn.pipeline.task import (
     too_long,
 )
 from selfattn.tasks.model import TaskModel, TaskSpec, build_model_from_spec, input_length_limit
+from selfattn.tasks.seq2seq_config import Seq2SeqConfig
 from selfattn.train.config import Config
 
 
@@ -177,6 +178,7 @@ class LabelTask(Task):
         data = self.config.data
         if not splits.train:
             raise ValueError(f"dataset {data.dataset!r} has no training examples")
+        refuse_seq2seq_settings(self.config, splits.task)
         recipe = data.dataset in RECIPES
         note = dev_note(splits, dev_file=data.dev is not None or recipe, fraction=data.dev_fraction)
         notes = [note] if note else []
@@ -435,6 +437,26 @@ class LabelTask(Task):
         if len(model.attention_labels(labels)) != count:
             labels = [f"p{i}" for i in range(count - len(model.attention_labels([])))]
         return model.attention_labels(labels)
+
+
+def refuse_seq2seq_settings(config: Config, task: str) -> None:
+    """A ``[seq2seq]`` setting on a task that decodes nothing would be ignored: one line.
+
+    Raises:
+        ValueError: a field of ``config.seq2seq`` differs from its default.
+    """
+    defaults = Seq2SeqConfig()
+    changed = [
+        f"seq2seq.{field.name}"
+        for field in dataclasses.fields(Seq2SeqConfig)
+        if getattr(config.seq2seq, field.name) != getattr(defaults, field.name)
+    ]
+    if changed:
+        raise ValueError(
+            f"{', '.join(changed)}: the [seq2seq] section is for seq2seq tasks; this "
+            f'dataset is a {task} task (set data.task = "seq2seq" for source<TAB>target '
+            "lines, or drop the section)"
+        )
 
 
 def _target_statistics(splits: DatasetSplits) -> dict[str, float]:
