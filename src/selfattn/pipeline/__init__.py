@@ -14,16 +14,8 @@ development metrics, reads a user's input, predicts and extracts attention maps;
 
 from __future__ import annotations
 
-from selfattn.pipeline.labelling import (
-    LabelTask,
-    RegressionTask,
-    SequenceTask,
-    TokenTask,
-    compute_loss,
-    evaluate,
-    evaluate_regression,
-    regression_loss,
-)
+from selfattn.pipeline.labelling import LabelTask, RegressionTask, SequenceTask, TokenTask
+from selfattn.pipeline.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
 from selfattn.pipeline.predictor import Predictor
 from selfattn.pipeline.run import declared_task, prepare, run
 from selfattn.pipeline.seq2seq import Decoded, Seq2SeqTask, bpe_pair, token_error_rate

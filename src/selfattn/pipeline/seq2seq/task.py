@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import sacrebleu
@@ -29,7 +28,6 @@ from selfattn.data.batching.lengths import cut_note, fit_examples, fit_splits, s
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch, Seq2SeqCollator, target_vocabulary
 from selfattn.data.batching.splits import dev_note, stratified_subset
 from selfattn.data.recipes import RECIPES
-from selfattn.data.recipes.hull import hull_metrics
 from selfattn.data.specials import BOS, EOS, UNK
 from selfattn.data.types import TaskType
 from selfattn.data.user_input import input_format
@@ -37,6 +35,7 @@ from selfattn.data.vocab import train_bpe
 from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive, sample
 from selfattn.models.seq2seq import Seq2SeqTransformer
 from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective, encode_batch
+from selfattn.pipeline.seq2seq.scoring import Decoded, bpe_pair, hull_scores, token_error_rate
 from selfattn.pipeline.task import (
     EVAL_BATCH_SIZE,
     AttentionFigure,
@@ -51,41 +50,6 @@ from selfattn.train.config import Config
 
 Method = Literal["greedy", "beam", "sample", "nat"]
 METHODS = ("greedy", "beam", "sample", "nat")
-
-
-def token_error_rate(hypotheses: list[list[str]], references: list[list[str]]) -> float:
-    """Word error rate over tokens (the digit error rate of spoken digit strings): the
-    substitutions, insertions and deletions of a Levenshtein alignment, summed over the
-    examples, ÷ the reference tokens."""
-    errors = total = 0
-    for hypothesis, reference in zip(hypotheses, references, strict=True):
-        row = list(range(len(hypothesis) + 1))  # distances from the empty reference prefix
-        for i, gold in enumerate(reference, start=1):
-            previous, row[0] = row[0], i
-            for j, token in enumerate(hypothesis, start=1):
-                substitute = previous + (gold != token)
-                previous = row[j]
-                row[j] = min(row[j] + 1, row[j - 1] + 1, substitute)
-        errors += row[-1]
-        total += len(reference)
-    return errors / max(total, 1)
-
-
-def bpe_pair(example: Example, bpe: Tokenizer) -> Example:
-    """Source and target split into subwords; the original target kept for scoring."""
-    source = example.tokens or ()
-    pieces = tuple(bpe.encode(list(source), is_pretokenized=True).tokens) if source else ()
-    target = tuple(bpe.encode(list(example.label), is_pretokenized=True).tokens)
-    return Example(pieces, example.features, target, example.source)
-
-
-@dataclass
-class Decoded:
-    """Decoded outputs of a list of examples, in order."""
-
-    tokens: list[list[str]]
-    seconds: float
-    scores: list[float] = field(default_factory=list)
 
 
 @register_task
@@ -413,7 +377,7 @@ class Seq2SeqTask(Task):
             "count": float(len(examples)),
         }
         if pointer and data.dataset.startswith("convex"):
-            metrics.update(_hull_scores(examples, decoded))
+            metrics.update(hull_scores(examples, decoded))
         elif not pointer:
             hypotheses = [self.detokenize(h) for h in decoded.tokens]
             gold = [[" ".join(r) for r in references]]
@@ -492,19 +456,3 @@ class Seq2SeqTask(Task):
                 "decoder layer",
             ),
         ]
-
-
-def _hull_scores(examples: list[Example], decoded: Decoded) -> dict[str, float]:
-    """The convex hull's two measures. A set encoder cannot know which point has the
-    smallest index, so the hull's canonical starting vertex is arbitrary to it:
-    ``hull_exact`` accepts any rotation of the right counter-clockwise cycle;
-    ``exact_match`` demands the canonical one."""
-    scores = [
-        hull_metrics(example.features, [int(t) for t in hypothesis if t.isdigit()])
-        for example, hypothesis in zip(examples, decoded.tokens, strict=True)
-        if example.features is not None
-    ]
-    return {
-        "hull_exact": sum(exact for exact, _ in scores) / len(scores),
-        "hull_coverage": sum(coverage for _, coverage in scores) / len(scores),
-    }
