@@ -20,6 +20,7 @@ from selfattn.blocks.encoder_block import (
     ResidualBlock,
     config_from_torch,
     copy_norms,
+    feed_forward,
     layer_norm,
     self_attention,
 )
@@ -70,13 +71,7 @@ class DecoderBlock(ResidualBlock):
             score=config.score,
             normalizer=config.normalizer,
         )
-        self.feedforward = FeedForward(
-            config.embed_dim,
-            config.ffn_dim,
-            config.activation,
-            dropout=config.dropout,
-            bias=config.bias,
-        )
+        self.feedforward = feed_forward(config)
         self.norm1 = layer_norm(config)
         self.norm2 = layer_norm(config)
         self.norm3 = layer_norm(config)

@@ -93,13 +93,7 @@ class EncoderBlock(ResidualBlock):
     ) -> None:
         super().__init__(config)
         self.self_attn = self_attention(config, positional=positional, kernel=kernel)
-        self.feedforward = FeedForward(
-            config.embed_dim,
-            config.ffn_dim,
-            config.activation,
-            dropout=config.dropout,
-            bias=config.bias,
-        )
+        self.feedforward = feed_forward(config)
         self.norm1 = layer_norm(config)
         self.norm2 = layer_norm(config)
         self.dropout1 = nn.Dropout(config.dropout)
@@ -155,6 +149,17 @@ class EncoderBlock(ResidualBlock):
         new.self_attn, new.feedforward = attention, feedforward
         copy_norms(new, layer, ("norm1", "norm2"))
         return new.train(layer.training)
+
+
+def feed_forward(config: BlockConfig) -> FeedForward:
+    """The block's position-wise feed-forward network: E → ``ffn_dim`` → E."""
+    return FeedForward(
+        config.embed_dim,
+        config.ffn_dim,
+        config.activation,
+        dropout=config.dropout,
+        bias=config.bias,
+    )
 
 
 def layer_norm(config: BlockConfig) -> nn.LayerNorm:

@@ -31,8 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.blocks.config import BlockConfig
-from selfattn.blocks.encoder_block import ResidualBlock, layer_norm
-from selfattn.blocks.feedforward import FeedForward
+from selfattn.blocks.encoder_block import ResidualBlock, feed_forward, layer_norm
 from selfattn.kernels.graph import dense_to_edge_index, edge_attention, scatter_softmax
 from selfattn.models.config import StackConfig
 
@@ -119,13 +118,7 @@ class GraphBlock(ResidualBlock):
         super().__init__(config)
         check_graph_block(config)
         self.attn = GraphAttention(config.embed_dim, config.num_heads, edge_dim=edge_dim)
-        self.ffn = FeedForward(
-            config.embed_dim,
-            config.ffn_dim,
-            config.activation,
-            dropout=config.dropout,
-            bias=config.bias,
-        )
+        self.ffn = feed_forward(config)
         self.norm1, self.norm2 = layer_norm(config), layer_norm(config)
         self.dropout = nn.Dropout(config.dropout)
 
