@@ -40,6 +40,9 @@ TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.
   train.threads=N            CPU threads (same as --threads)
   train.checkpoint_every=N   save RUN_DIR/last every N steps (default: every 120 s)
   train.device=cpu|cuda|auto
+  model.architecture=transformer|conformer|graph|bigru|…   model.attention=dense|window|…
+  model.score=dot|scaled_dot|additive   model.normalizer=softmax|relu|sigmoid
+  model.include_self=false   model.share_weights=true   model.pooling=cls
 """
 
 
