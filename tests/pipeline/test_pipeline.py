@@ -68,7 +68,7 @@ def test_decoding_options_are_refused_by_models_that_do_not_decode(
 ) -> None:
     assert main(["predict", str(FIXTURES / task), "a b", *flag]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and f"a {task} model" in err and flag[0] in err
+    assert "\n" not in err and f"a {task} model" in err and err.count(flag[0]) == 1
     # --greedy is what such a model does anyway: its likeliest output.
     assert main(["predict", str(FIXTURES / task), "a b", "--greedy"]) == 0
 

@@ -226,9 +226,9 @@ class Task(abc.ABC):
         )
         if unknown:
             flags = {"method": options.get("method"), "beam_size": "beam"}
-            given = ", ".join(
-                "--" + str(flags.get(name) or name).replace("_", "-") for name in unknown
-            )
+            # One flag may set two options (--beam K: the method and the width).
+            named = ("--" + str(flags.get(name) or name).replace("_", "-") for name in unknown)
+            given = ", ".join(dict.fromkeys(named))
             raise ValueError(
                 f"{given}: decoding options are for seq2seq models; a {self.name} model "
                 "gives its likeliest output (as --greedy)"
