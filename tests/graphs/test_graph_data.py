@@ -84,6 +84,19 @@ def test_molecule_example_has_both_directions_of_every_bond(tmp_path: Path) -> N
     assert example.edge_features[double].argmax(1).tolist() == [1, 1]
 
 
+def test_read_sdf_reads_a_molfile_without_the_final_dollars(tmp_path: Path) -> None:
+    """A .mol file is one block that stops at ``M  END``: no data items, no ``$$$$``."""
+    block = MOLFILE.split("M  END\n", 1)[0] + "M  END\n"
+    path = tmp_path / "acetate.mol"
+    for text in (block, block + "\n\n", block.rstrip("\n")):
+        path.write_text(text, encoding="utf-8")
+        (acetate,) = read_sdf(path)
+        assert acetate.elements == ("C", "C", "O", "O") and acetate.charges == (0, 0, 0, -1)
+        assert acetate.bonds == ((0, 1, 1), (1, 2, 2), (1, 3, 1)) and acetate.properties == {}
+    path.write_text(MOLFILE.rsplit("$$$$", 1)[0], encoding="utf-8")  # an SDF's last one too
+    assert [m.name for m in read_sdf(path)] == ["acetate", "ammonium"]
+
+
 @pytest.mark.parametrize(
     ("broken", "message"),
     [

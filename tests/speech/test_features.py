@@ -19,6 +19,7 @@ from selfattn.speech import (
     log_mel_file,
     mel_filterbank,
     num_frames,
+    read_audio,
     read_wav,
     resample,
 )
@@ -155,6 +156,27 @@ def test_float_wav_is_read(tmp_path: Path) -> None:
     soundfile.write(path, np.linspace(-1, 1, 500, dtype=np.float32), 16_000, subtype="FLOAT")
     samples, _ = read_wav(path)
     np.testing.assert_array_equal(samples, np.linspace(-1, 1, 500, dtype=np.float32))
+
+
+def test_read_audio_reads_flac_and_wav_alike(tmp_path: Path) -> None:
+    stereo = np.stack([_sine(300.0, 0.1, 22_050), _sine(900.0, 0.1, 22_050)], axis=1)
+    soundfile.write(tmp_path / "a.wav", stereo, 22_050, subtype="FLOAT")
+    soundfile.write(tmp_path / "a.flac", stereo, 22_050, subtype="PCM_24")
+    wav, wav_rate = read_audio(tmp_path / "a.wav", sample_rate=16_000)
+    flac, flac_rate = read_audio(tmp_path / "a.flac", sample_rate=16_000)
+    assert wav_rate == flac_rate == 16_000 and flac.dtype == np.float32
+    assert flac.shape == wav.shape == (1_600,)
+    np.testing.assert_allclose(flac, wav, atol=1e-5)  # 24-bit rounding
+    # The content decides, not the suffix: FLAC in a file named .wav reads as FLAC.
+    soundfile.write(tmp_path / "flac.wav", stereo, 22_050, "PCM_24", format="FLAC")
+    np.testing.assert_array_equal(
+        read_audio(tmp_path / "flac.wav")[0], read_audio(tmp_path / "a.flac")[0]
+    )
+    (tmp_path / "text.flac").write_text("not audio at all " * 20)
+    with pytest.raises(DataError, match=r"text\.flac: not a WAV or FLAC file"):
+        read_audio(tmp_path / "text.flac")
+    with pytest.raises(DataError, match=r"a\.wav: not a FLAC file \(it is WAV"):
+        read_audio(tmp_path / "a.wav", formats=("FLAC",))
 
 
 def _one_line_naming(error: pytest.ExceptionInfo[BaseException], path: Path) -> str:

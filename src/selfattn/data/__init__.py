@@ -5,7 +5,7 @@ The package is split by role:
 * :mod:`.fetch` — downloading a recipe's files, verifying them by SHA-256, the cache;
 * :mod:`.registry` and :mod:`.recipes` — the recipe table and one module per dataset
   family (importing :mod:`.recipes` fills the table);
-* :mod:`.readers` — file formats and the loading of a user's own files;
+* :mod:`.readers` — file formats, the loading of a user's own files, a user's input to predict on;
 * :mod:`.batching` — splits, length fitting, and collation into padded batches;
 * :mod:`.types`, :mod:`.vocab`, :mod:`.specials` — what all of them share.
 

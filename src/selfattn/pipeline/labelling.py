@@ -43,10 +43,10 @@ from selfattn.data.batching.lengths import (
 )
 from selfattn.data.batching.splits import dev_note, stratified_subset
 from selfattn.data.readers.formats import tokenize
+from selfattn.data.readers.user_input import input_format
 from selfattn.data.recipes.images import image_shape
 from selfattn.data.specials import IGNORE_INDEX, NO_LABEL
 from selfattn.data.types import DataError, TaskType
-from selfattn.data.user_input import input_format
 from selfattn.pipeline.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
 from selfattn.pipeline.task import (
     EVAL_BATCH_SIZE,

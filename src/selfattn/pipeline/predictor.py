@@ -9,13 +9,13 @@ from typing import Any
 
 from torch import nn
 
-from selfattn.data.types import Example
-from selfattn.data.user_input import (
+from selfattn.data.readers.user_input import (
     InputDescription,
     check_text_input,
     describe_input,
     read_input,
 )
+from selfattn.data.types import Example
 from selfattn.pipeline.inputs import text_inputs
 from selfattn.pipeline.run import prepare  # noqa: F401  (registers the task types)
 from selfattn.pipeline.task import AttentionFigure, Task, task_named
@@ -99,7 +99,7 @@ class Predictor:
         """The inputs an argument names: for a text model the text itself or the lines
         of ``@FILE``; for any other model a file (an image, a WAV/FLAC recording, a
         molecule or graph as JSON / MOL / SDF, an ``.npz`` vector set) read as the
-        training data was (:mod:`selfattn.data.user_input`).
+        training data was (:mod:`selfattn.data.readers.user_input`).
 
         Raises:
             ValueError: empty input; an input of the wrong kind for this model (one line

@@ -98,7 +98,7 @@ class Task(abc.ABC):
         #: ``"text"`` or ``"vectors"``: what the model's inputs are.
         self.input: InputKind = "text"
         #: How a user's non-text input becomes an example like the training ones
-        #: (:mod:`selfattn.data.user_input`), stored in the checkpoint.
+        #: (:mod:`selfattn.data.readers.user_input`), stored in the checkpoint.
         self.reader: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ data

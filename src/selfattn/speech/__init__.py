@@ -1,4 +1,4 @@
-"""Speech input (lecture 000, §Self-attention for Speech): WAV files to log-mel frames,
+"""Speech input (lecture 000, §Self-attention for Speech): WAV / FLAC files to log-mel frames,
 one vector per 25 ms window every 10 ms.
 
     >>> samples, rate = read_wav("seven.wav", sample_rate=SAMPLE_RATE)
@@ -16,6 +16,7 @@ from selfattn.speech.features import (
     log_mel_file,
     mel_filterbank,
     num_frames,
+    read_audio,
     read_wav,
     resample,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "mel_filterbank",
     "normalize_utterance",
     "num_frames",
+    "read_audio",
     "read_wav",
     "resample",
     "speech_vectors",

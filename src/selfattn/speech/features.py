@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Literal
 
 import librosa
 import numpy as np
@@ -33,6 +34,7 @@ from torch import Tensor
 from selfattn.data.types import DataError
 
 __all__ = [
+    "AUDIO_FORMATS",
     "LOG_FLOOR",
     "SAMPLE_RATE",
     "frame_sizes",
@@ -40,61 +42,83 @@ __all__ = [
     "log_mel_file",
     "mel_filterbank",
     "num_frames",
+    "read_audio",
     "read_wav",
     "resample",
 ]
+
+AudioFormat = Literal["WAV", "FLAC"]
 
 #: The rate speech models conventionally work at (16 kHz: telephone to wide-band speech).
 SAMPLE_RATE = 16_000
 #: Smallest mel power before the log: ``log(1e-10) ≈ −23`` stands for silence.
 LOG_FLOOR = 1e-10
-#: libsndfile's names of the RIFF/WAVE containers (WAVEX: WAVE_FORMAT_EXTENSIBLE).
-WAV_FORMATS = frozenset({"WAV", "WAVEX", "RF64"})
+#: libsndfile's names of the containers read, by the name messages give them: RIFF/WAVE
+#: (WAVEX: WAVE_FORMAT_EXTENSIBLE; RF64: WAVE past 4 GB) and FLAC.
+AUDIO_FORMATS: dict[AudioFormat, frozenset[str]] = {
+    "WAV": frozenset({"WAV", "WAVEX", "RF64"}),
+    "FLAC": frozenset({"FLAC"}),
+}
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def read_wav(path: str | Path, *, sample_rate: int | None = None) -> tuple[np.ndarray, int]:
-    """Read a WAV file as mono float samples in [-1, 1].
+def read_audio(
+    path: str | Path,
+    *,
+    sample_rate: int | None = None,
+    formats: tuple[AudioFormat, ...] = ("WAV", "FLAC"),
+) -> tuple[np.ndarray, int]:
+    """Read a WAV or FLAC file as mono float samples in [-1, 1].
 
     Any PCM or float WAV libsndfile reads (8/16/24/32-bit integer, 32/64-bit float,
-    WAVE_FORMAT_EXTENSIBLE) is accepted; channels are averaged into one.
+    WAVE_FORMAT_EXTENSIBLE) and any FLAC is accepted, whatever the file's suffix says;
+    channels are averaged into one.
 
     Args:
-        path: the ``.wav`` file.
+        path: the audio file.
         sample_rate: resample to this rate (e.g. :data:`SAMPLE_RATE`); ``None`` keeps the
             file's own rate.
+        formats: the containers accepted (:data:`AUDIO_FORMATS`); another is refused.
 
     Returns:
         ``(samples (N,) float32, sample_rate)``.
 
     Raises:
         FileNotFoundError: no such file.
-        DataError: a directory, not a WAV file, or a WAV file with no samples; the one-line
-            message starts with the path.
+        DataError: a directory, a file of another format, or one with no samples; the
+            one-line message starts with the path.
     """
     path = Path(path)
+    wanted = " or ".join(formats)  # "WAV or FLAC"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     if not path.is_file():
         raise DataError(f"{path}: not a file")
     if path.stat().st_size == 0:
-        raise DataError(f"{path}: empty file (0 bytes), not a WAV file")
+        raise DataError(f"{path}: empty file (0 bytes), not a {wanted} file")
     try:
         info = soundfile.info(str(path))
     except soundfile.SoundFileError as error:
         reason = getattr(error, "error_string", "") or str(error)
-        raise DataError(f"{path}: not a WAV file ({reason.strip().rstrip('.')})") from error
-    if info.format not in WAV_FORMATS:
-        raise DataError(f"{path}: not a WAV file (it is {info.format_info})")
+        raise DataError(f"{path}: not a {wanted} file ({reason.strip().rstrip('.')})") from error
+    found = [name for name in formats if info.format in AUDIO_FORMATS[name]]
+    if not found:
+        raise DataError(f"{path}: not a {wanted} file (it is {info.format_info})")
     if info.frames == 0:
-        raise DataError(f"{path}: empty WAV file (no samples)")
+        raise DataError(f"{path}: empty {found[0]} file (no samples)")
     data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)  # (N, channels)
     samples = data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]
     if sample_rate is not None and sample_rate != rate:
         return resample(samples, rate, sample_rate), sample_rate
     return np.ascontiguousarray(samples), int(rate)
+
+
+def read_wav(path: str | Path, *, sample_rate: int | None = None) -> tuple[np.ndarray, int]:
+    """:func:`read_audio` of a WAV file only (what a user's training CSV lists): a FLAC
+    file is refused, ``not a WAV file (it is FLAC …)``."""
+    return read_audio(path, sample_rate=sample_rate, formats=("WAV",))
 
 
 def resample(samples: np.ndarray, orig_rate: int, target_rate: int) -> np.ndarray:

@@ -1,7 +1,12 @@
-"""Readers: file formats, and the loading of a user's own files (or a recipe, by name).
+"""Readers: file formats, the loading of a user's own files (or a recipe, by name), and a
+user's input to a trained model.
 
 * :mod:`.formats` — ``word/TAG`` text, CoNLL-U, ``label,text`` CSV/TSV, ``.npz`` vector
   sets, sktime ``.ts``, ``source<TAB>target`` parallel text;
 * :mod:`.wav_csv` — a CSV of WAV files and their labels;
-* :mod:`.loading` — :func:`~selfattn.data.readers.loading.load_dataset`.
+* :mod:`.loading` — :func:`~selfattn.data.readers.loading.load_dataset`;
+* :mod:`.user_input` — a user's input to a trained model (``selfattn predict``), read as
+  its training examples were: :mod:`.user_description` says what the model reads, and
+  one module a kind reads it — :mod:`.user_images`, :mod:`.user_speech`,
+  :mod:`.user_graphs` (molecules and graphs), :mod:`.user_vectors` (``.npz``).
 """

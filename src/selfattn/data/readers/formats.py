@@ -252,7 +252,7 @@ def read_npz(path: str | Path) -> list[Example]:
     Saved e.g. with ``np.savez(path, features=X, lengths=lens, labels=y)``.
     """
     path = Path(path)
-    arrays = _npz_arrays(path)
+    arrays = npz_arrays(path)
 
     def need(key: str) -> np.ndarray:
         if key not in arrays:
@@ -293,8 +293,13 @@ def read_npz(path: str | Path) -> list[Example]:
     return examples
 
 
-def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` file; anything else is a one-line :class:`DataError`."""
+def npz_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file by name, loaded without its pickles.
+
+    Raises:
+        DataError: one line naming the file: missing, unreadable, not an ``.npz`` archive,
+            or an array that is damaged or holds Python objects.
+    """
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     plain = "a NumPy .npz archive of plain arrays, as np.savez writes"

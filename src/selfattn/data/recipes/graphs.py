@@ -24,7 +24,7 @@ undirected bond is both directions — with optional ``edge_features (E, D_e)``.
 The SDF reader takes the V2000 molfile blocks apart itself (no RDKit): a header of three
 lines, the counts line, one line per atom (element in columns 32-34), one per bond
 (atoms in columns 1-6, order in 7-9), ``M  CHG`` charges, ``M  END``, then ``> <NAME>``
-data items, and ``$$$$`` between molecules.
+data items, and ``$$$$`` after each molecule (a lone molfile, ``.mol``, may leave it out).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class Molecule:
 
 
 def read_sdf(path: Path) -> list[Molecule]:
-    """The molecules of a V2000 SDF file.
+    """The molecules of a V2000 SDF file, or the one of a molfile (``.mol``: no ``$$$$``).
 
     Raises:
         DataError: a malformed block; the message names ``path:line``.
@@ -91,7 +91,8 @@ def read_sdf(path: Path) -> list[Molecule]:
 
 
 def _read_block(lines: list[str], start: int, path: Path) -> tuple[Molecule, int]:
-    """The molecule whose block begins at ``lines[start]`` and the index after its ``$$$$``."""
+    """The molecule whose block begins at ``lines[start]`` and the index after its ``$$$$``
+    (or the file's end)."""
 
     def fail(index: int, problem: str) -> DataError:
         return DataError(f"{path}:{index + 1}: {problem}")
@@ -133,7 +134,7 @@ def _read_block(lines: list[str], start: int, path: Path) -> tuple[Molecule, int
         i += 1
     properties: dict[str, str] = {}
     i += 1
-    while not line(i).startswith("$$$$"):
+    while i < len(lines) and not lines[i].startswith("$$$$"):  # a .mol file ends at M  END
         if line(i).startswith(">"):
             key = line(i).split("<", 1)[1].split(">", 1)[0]
             properties[key] = line(i + 1).strip()

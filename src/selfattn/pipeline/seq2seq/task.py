@@ -27,10 +27,10 @@ from selfattn.data.batching.collate import batches
 from selfattn.data.batching.lengths import cut_note, fit_examples, fit_splits, slice_example
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch, Seq2SeqCollator, target_vocabulary
 from selfattn.data.batching.splits import dev_note, stratified_subset
+from selfattn.data.readers.user_input import input_format
 from selfattn.data.recipes import RECIPES
 from selfattn.data.specials import BOS, EOS, UNK
 from selfattn.data.types import TaskType
-from selfattn.data.user_input import input_format
 from selfattn.data.vocab import train_bpe
 from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive, sample
 from selfattn.models.seq2seq import Seq2SeqTransformer

@@ -13,6 +13,13 @@ import soundfile
 from PIL import Image
 
 from selfattn.data import DataError, DatasetSplits, Example, Recipe, load_dataset
+from selfattn.data.readers.user_input import (
+    InputDescription,
+    check_text_input,
+    describe_input,
+    input_format,
+    read_input,
+)
 from selfattn.data.readers.wav_csv import read_wav_csv
 from selfattn.data.recipes.espeak import Espeak
 from selfattn.data.recipes.graphs import ELEMENTS, read_sdf
@@ -23,13 +30,6 @@ from selfattn.data.recipes.speech import (
     SpokenSpec,
     plan,
     render,
-)
-from selfattn.data.user_input import (
-    InputDescription,
-    check_text_input,
-    describe_input,
-    input_format,
-    read_input,
 )
 from selfattn.speech.features import SAMPLE_RATE
 
@@ -292,6 +292,9 @@ def test_graph_json_errors_name_the_problem(tmp_path: Path) -> None:
     one_line_error(str(tmp_path / "g.json"), description, f"{tmp_path / 'g.json'}: not valid JSON")
     molecule = describe_input("solubility", "vectors", stored=input_format_molecule())
     one_line_error('{"nodes": ["C", "Xx9"]}', molecule, "input: node 1 is not an atom")
+    # A typo is not silently the "other element" column (tin is, being real).
+    one_line_error('{"nodes": ["C", "Cx"]}', molecule, "input: node 1: 'Cx' is not an element")
+    assert read_input('{"nodes": ["C", "Sn"], "edges": [[0, 1]]}', molecule).features is not None
     one_line_error('{"nodes": ["C", "O"], "edges": [[0, 1], [1, 0]]}', molecule, "input: bond 1-0")
 
 

@@ -1,0 +1,54 @@
+"""A user's recording read as the speech recipes' training examples were: WAV or FLAC at
+any rate, resampled to 16 kHz, through the recipes' front end
+(:func:`~selfattn.speech.frontend.speech_vectors`).
+
+The checkpoint records the front end's settings (:func:`speech_settings`), so that a model
+trained with other settings is refused rather than fed vectors it never saw.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from selfattn.data.readers.user_description import InputDescription, check_width
+from selfattn.data.readers.wav_csv import is_wav_csv
+from selfattn.data.specials import NO_LABEL
+from selfattn.data.types import DataError, Example
+from selfattn.speech.features import SAMPLE_RATE, num_frames, read_audio
+from selfattn.speech.frontend import N_MELS, STACK, speech_vectors
+
+
+def speech_settings() -> dict[str, Any]:
+    """The front end's settings as a checkpoint stores them (and compares them)."""
+    return {"sample_rate": SAMPLE_RATE, "n_mels": N_MELS, "stack": STACK}
+
+
+def is_wav_folder(train: str | None) -> bool:
+    """Whether a user's training file is a ``path,label`` CSV of WAV files (or its folder)."""
+    path = Path(train or "")
+    csv = path / "labels.csv" if path.is_dir() else path
+    return csv.suffix.lower() == ".csv" and csv.is_file() and is_wav_csv(csv)
+
+
+def read_speech(path: Path, description: InputDescription, source: str) -> Example:
+    """The recipes' front end on the file's samples at 16 kHz; another rate is resampled
+    first, as a user's training WAVs are
+    (:func:`~selfattn.speech.frontend.speech_vectors_file`).
+
+    Returns:
+        An unlabelled example of ``features`` ``(L, STACK · N_MELS)`` float32.
+
+    Raises:
+        DataError: not a WAV or FLAC file, no samples, under 45 ms, or vectors of another
+            width than the model reads.
+    """
+    try:
+        samples, _ = read_audio(path, sample_rate=SAMPLE_RATE)
+    except FileNotFoundError as err:
+        raise DataError(str(err)) from None
+    if num_frames(len(samples), SAMPLE_RATE) < STACK:
+        raise DataError(f"{path}: too short: one speech vector needs 45 ms of audio")
+    vectors = speech_vectors(samples, SAMPLE_RATE)
+    check_width(path, vectors, description)
+    return Example(None, vectors, NO_LABEL, source)
