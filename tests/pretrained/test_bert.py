@@ -268,3 +268,19 @@ def test_truncated_safetensors(hf_folder: Path, tmp_path: Path, keep: int) -> No
     path.write_bytes(data[:keep])
     message = refused(folder)
     assert message.startswith(str(path)) and "truncated or corrupt" in message
+
+
+def test_ids_outside_the_checkpoint_are_one_line_errors(hf_folder: Path) -> None:
+    """Not an index error deep inside nn.Embedding: the id and the table's range."""
+    encoder = BertEncoder.from_folder(hf_folder)
+    vocab = encoder.embeddings.word_embeddings.num_embeddings
+    ids = torch.tensor([[1, 2, vocab]])
+    with pytest.raises(
+        ValueError, match=rf"token id {vocab} is outside the checkpoint's 0…{vocab - 1}"
+    ) as info:
+        encoder(ids, torch.ones_like(ids))
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="token id -1 is outside"):
+        encoder(torch.tensor([[1, -1]]), torch.ones(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="token type 7 is outside"):
+        encoder(torch.tensor([[1, 2]]), torch.ones(1, 2, dtype=torch.long), torch.tensor([[0, 7]]))

@@ -208,6 +208,15 @@ class BertEmbeddings(nn.Module):
             )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
+        for name, ids, table in (
+            ("token id", input_ids, self.word_embeddings),
+            ("token type", token_type_ids, self.token_type_embeddings),
+        ):
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= table.num_embeddings):
+                raise ValueError(
+                    f"{name} {int(ids.max()) if int(ids.min()) >= 0 else int(ids.min())} is "
+                    f"outside the checkpoint's 0…{table.num_embeddings - 1}"
+                )
         positions = torch.arange(length, device=input_ids.device)
         x = (
             self.word_embeddings(input_ids)
