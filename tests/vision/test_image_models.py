@@ -133,6 +133,17 @@ def test_vit_attention_maps_cover_the_patches() -> None:
     assert [tuple(m.shape) for m in maps] == [(2, 2, 16, 16)]
 
 
+def test_vit_attention_labels_name_each_patch_by_its_place() -> None:
+    """Rows and columns of a ViT's maps are patches (row-major), not the input's pixels."""
+    pixels = [str(i) for i in range(SHAPE[0] * SHAPE[1])]
+    labels = _model(VIT).attention_labels(pixels)
+    assert len(labels) == 16 and labels[:5] == ["r0c0", "r0c1", "r0c2", "r0c3", "r1c0"]
+    with_cls = _model(replace(VIT, pooling="cls")).attention_labels(pixels)
+    assert with_cls[0] == "[CLS]" and with_cls[1:] == labels
+    # One vector per pixel: the pixels keep their own names.
+    assert _model(replace(VIT, patch_size=None)).attention_labels(pixels) == pixels
+
+
 def test_vit_with_a_class_token_reads_its_output() -> None:
     """ViT's own pooling: a learned [CLS] vector before the patches, the head reads it."""
     model = _model(replace(VIT, pooling="cls")).eval()

@@ -211,7 +211,7 @@ class LabelTask(Task):
         return self.unlabelled(Example(tokens=tokens, features=None, label="", source=source))
 
     def unlabelled(self, example: Example) -> Example:
-        """``example`` with a placeholder label the collator accepts (predictions ignore
+        """``example`` with a stand-in label the collator accepts (predictions ignore
         it)."""
         dummy: tuple[str, ...] | str = (
             tuple(self.labels.labels[0] for _ in range(len(example)))
@@ -330,18 +330,8 @@ class LabelTask(Task):
         assert isinstance(model, TaskModel)
         example = self.fit(model, example, windows=False)
         maps = [layer[0] for layer in model.attention_maps(self.collate([example]))]
-        axis = self._axis(model, example, maps)
+        axis = model.attention_labels(positions(example))
         return [AttentionFigure("self-attention", maps, axis, axis)]
-
-    def _axis(self, model: TaskModel, example: Example, maps: list[Tensor]) -> list[str]:
-        """The labels of a map's rows and columns: the input's tokens (or positions), or
-        an image's patches (one vector per patch, not per pixel); a learned [CLS] vector
-        first."""
-        labels = positions(example)
-        count = int(maps[0].shape[-1]) if maps else len(labels)
-        if len(model.attention_labels(labels)) != count:
-            labels = [f"p{i}" for i in range(count - len(model.attention_labels([])))]
-        return model.attention_labels(labels)
 
 
 def refuse_seq2seq_settings(config: Config, task: str) -> None:

@@ -179,7 +179,7 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def unlabelled(self, example: Example) -> Example:
-        """``example`` (read from a user's file) with the placeholder label the collator
+        """``example`` (read from a user's file) with the stand-in label the collator
         needs; predictions ignore it."""
 
     @abc.abstractmethod

@@ -149,7 +149,12 @@ class TaskModel(nn.Module):
 
     def attention_labels(self, labels: Sequence[str]) -> list[str]:
         """The labels of the rows and columns of :meth:`attention_maps` for an input whose
-        positions are called ``labels``: ``[CLS]`` first when the model has one."""
+        positions are called ``labels``: an image cut into patches has one vector per
+        patch, named by its place in the grid (``r0c1``); ``[CLS]`` first when the model
+        has one."""
+        if isinstance(self.embedding, ImageEmbedding) and self.embedding.num_vectors != len(labels):
+            rows, cols = self.embedding.grid
+            labels = [f"r{row}c{col}" for row in range(rows) for col in range(cols)]
         return [CLS_LABEL, *labels] if self.cls_token is not None else list(labels)
 
 
