@@ -59,6 +59,9 @@ CHANGES: dict[str, list[Case]] = {
     "normalizer": [({}, {"normalizer": "relu"}), ({}, {"normalizer": "sigmoid"})],
     "include_self": [({}, {"include_self": False})],
     "share_weights": [({}, {"share_weights": True})],
+    # Without the checkpoint in the spec (what a prepared task puts there) it is refused;
+    # tests/pretrained/test_fine_tune.py builds it with one.
+    "pretrained": [({}, {"pretrained": "minilm-l6"})],
 }
 TEXT_FIELDS = {"char_features", "char_dim", "word_dropout"}
 IMAGE_FIELDS = {"patch_size", "grid_positional"}

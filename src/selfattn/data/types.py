@@ -83,6 +83,29 @@ class DatasetSplits:
 
 
 @dataclass
+class Subwords:
+    """A text batch as a pretrained checkpoint's tokenizer splits it (``model.pretrained``).
+
+    Attributes:
+        input_ids: ``(B, T)`` long wordpiece ids, ``[CLS]`` first, ``[SEP]`` last, padded.
+        attention_mask: ``(B, T)`` long, 1 at real wordpieces, 0 at padding.
+        first: ``(B, L)`` long: the position in ``input_ids`` of each word's first
+            wordpiece (0, the ``[CLS]``, at padded words), so a word's label is scored
+            on its first subword.
+    """
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    first: Tensor
+
+    def to(self, device: torch.device | str) -> Subwords:
+        """The same tensors on ``device``."""
+        return Subwords(
+            self.input_ids.to(device), self.attention_mask.to(device), self.first.to(device)
+        )
+
+
+@dataclass
 class Batch:
     """Padded tensors for one step.
 
@@ -96,6 +119,8 @@ class Batch:
             flattened positions ``b·L + i`` of the batch, so ``x.reshape(B * L, ...)``
             indexes the nodes (:func:`selfattn.kernels.edge_attention`'s convention).
         edge_attr: ``(E, D_e)`` float features of those edges, or ``None``.
+        subwords: the words as a pretrained checkpoint's wordpieces (then ``token_ids``
+            is ``None``), or ``None``.
     """
 
     token_ids: Tensor | None
@@ -105,6 +130,7 @@ class Batch:
     labels: Tensor
     edge_index: Tensor | None = None
     edge_attr: Tensor | None = None
+    subwords: Subwords | None = None
 
     def to(self, device: torch.device | str) -> Batch:
         """The same batch on ``device``."""
@@ -120,6 +146,7 @@ class Batch:
             self.labels.to(device),
             edge_index=move(self.edge_index),
             edge_attr=move(self.edge_attr),
+            subwords=None if self.subwords is None else self.subwords.to(device),
         )
 
     @property

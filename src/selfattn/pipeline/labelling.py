@@ -48,6 +48,7 @@ from selfattn.data.recipes.images import image_shape
 from selfattn.data.specials import IGNORE_INDEX, NO_LABEL
 from selfattn.data.types import DataError, TaskType
 from selfattn.pipeline.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
+from selfattn.pipeline.pretrained_text import PretrainedText, refuse_freeze
 from selfattn.pipeline.task import (
     EVAL_BATCH_SIZE,
     AttentionFigure,
@@ -57,6 +58,7 @@ from selfattn.pipeline.task import (
     too_long,
 )
 from selfattn.tasks.model import TaskModel, TaskSpec, build_model_from_spec, input_length_limit
+from selfattn.tasks.pretrained import PretrainedTaskModel
 from selfattn.tasks.seq2seq_config import Seq2SeqConfig
 from selfattn.train.config import Config
 
@@ -71,6 +73,8 @@ class LabelTask(Task):
         self.labels = LabelVocabulary([])
         self.bpe: Tokenizer | None = None
         self.collator: Collator | None = None
+        #: The BERT checkpoint's tokenizer and config with ``model.pretrained``.
+        self.pretrained: PretrainedText | None = None
 
     def data_task(self) -> TaskType:
         return self.name  # type: ignore[return-value]  # a registered key of TaskType
@@ -84,6 +88,7 @@ class LabelTask(Task):
         if not splits.train:
             raise ValueError(f"dataset {data.dataset!r} has no training examples")
         refuse_seq2seq_settings(self.config, splits.task)
+        refuse_freeze(self.config)
         recipe = data.dataset in RECIPES
         note = dev_note(splits, dev_file=data.dev is not None or recipe, fraction=data.dev_fraction)
         notes = [note] if note else []
@@ -93,6 +98,8 @@ class LabelTask(Task):
             splits.train, data.train_fraction, stratify=splits.task == "sequence"
         )
         text = splits.input == "text"
+        if self.config.model.pretrained is not None:
+            self.pretrained = PretrainedText.for_config(self.config, input_kind=splits.input)
         if text and data.bpe_vocab_size is not None:
             # Subwords for sequence tasks (token tasks keep words: labels belong to words).
             sentences = (" ".join(example.tokens or ()) for example in splits.train)
@@ -103,7 +110,7 @@ class LabelTask(Task):
         cut = fit_splits(splits, data.max_len, data.overlong)
         if cut:
             notes.append(cut_note(cut, data.max_len))
-        if text:
+        if text and self.pretrained is None:
             train_tokens = [example.tokens or () for example in splits.train]
             self.vocab = (
                 bpe_vocabulary(self.bpe)
@@ -116,6 +123,7 @@ class LabelTask(Task):
                 self.chars = CharVocabulary.build(train_tokens)
         features = splits.train[0].features
         edge_features = splits.train[0].edge_features
+        statistics = _target_statistics(splits)
         self.spec = TaskSpec(
             task=splits.task,
             num_labels=max(len(self.labels), 1),  # regression: one output
@@ -125,12 +133,19 @@ class LabelTask(Task):
             max_len=data.max_len,
             edge_dim=None if edge_features is None else int(edge_features.shape[1]),
             image_shape=image_shape(splits),
-            **_target_statistics(splits),
+            target_mean=statistics.get("target_mean", 0.0),
+            target_std=statistics.get("target_std", 1.0),
         )
         self.reader = input_format(splits)
         self.collator = Collator(
             self.vocab, self.chars, self.labels, splits.task, max_len=self.spec.max_len
         )
+        if self.pretrained is not None:
+            tokenizer = self.pretrained.tokenizer
+            self.spec = dataclasses.replace(
+                self.spec, vocab_size=tokenizer.vocab_size, pretrained=self.pretrained.bert
+            )
+            self.collator = self.pretrained.collator(self.labels, self.name, self.spec.max_len)
         return notes
 
     def _label_vocabulary(self, splits: DatasetSplits, *, recipe: bool) -> LabelVocabulary:
@@ -167,6 +182,7 @@ class LabelTask(Task):
             "labels": self.labels.to_dict(),
             "bpe": None if self.bpe is None else self.bpe.to_str(),
             "reader": self.reader,
+            "pretrained": None if self.pretrained is None else self.pretrained.state(),
         }
 
     def restore(self, stored: dict[str, Any]) -> None:
@@ -180,6 +196,9 @@ class LabelTask(Task):
         self.reader = dict(stored.get("reader") or {})
         # No length limit here: fit() holds inputs to what the model reads.
         self.collator = Collator(self.vocab, self.chars, self.labels, self.name)  # type: ignore[arg-type]
+        if stored.get("pretrained"):
+            self.pretrained = PretrainedText.restore(stored["pretrained"])
+            self.collator = self.pretrained.collator(self.labels, self.name)
 
     def collate(self, examples: Sequence[Example]) -> Batch:
         assert self.collator is not None, "prepare() or restore() the task first"
@@ -188,8 +207,14 @@ class LabelTask(Task):
     # ------------------------------------------------------------------ training
 
     def build(self) -> nn.Module:
+        """The model of ``spec``; a prepared task with ``model.pretrained`` loads the
+        checkpoint's weights into it (a restored one leaves that to the run's
+        checkpoint)."""
         assert self.spec is not None
-        return build_model_from_spec(self.config.model, self.spec)
+        model = build_model_from_spec(self.config.model, self.spec)
+        if self.pretrained is not None:
+            self.pretrained.start(model, self.config)
+        return model
 
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
         """Label-smoothed cross-entropy of ``model(batch)``."""
@@ -327,10 +352,14 @@ class LabelTask(Task):
             ValueError: longer than the model reads; a model without attention weights.
         """
         self.check_options(options)
-        assert isinstance(model, TaskModel)
+        assert isinstance(model, TaskModel | PretrainedTaskModel)
         example = self.fit(model, example, windows=False)
         maps = [layer[0] for layer in model.attention_maps(self.collate([example]))]
-        axis = model.attention_labels(positions(example))
+        if isinstance(model, PretrainedTaskModel):
+            assert self.pretrained is not None
+            axis = self.pretrained.wordpieces(example)
+        else:
+            axis = model.attention_labels(positions(example))
         return [AttentionFigure("self-attention", maps, axis, axis)]
 
 

@@ -154,6 +154,16 @@ class WordPieceTokenizer:
             return cls(tokenizer, max_length=max_length, source=str(vocab_file))
         raise PretrainedError(f"{tokenizer_file}: missing (and no vocab.txt beside it)")
 
+    def to_str(self) -> str:
+        """The whole tokenizer as JSON (a checkpoint stores it: a run folder needs no
+        pretrained folder to predict)."""
+        return str(self.tokenizer.to_str())
+
+    @classmethod
+    def from_str(cls, text: str, *, max_length: int) -> WordPieceTokenizer:
+        """The inverse of :meth:`to_str`."""
+        return cls(Tokenizer.from_str(text), max_length=max_length, source="the checkpoint")
+
     @property
     def vocab_size(self) -> int:
         """The number of ids, added tokens included."""

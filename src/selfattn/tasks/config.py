@@ -51,7 +51,7 @@ _ATTENTION = frozenset(
 #: The fields each architecture reads besides those every one reads. A field outside
 #: its set, at a value other than its default, is refused (no option silently ignored).
 ARCHITECTURE_FIELDS: dict[str, frozenset[str]] = {
-    "transformer": _ATTENTION | {"positional", "norm_first"},
+    "transformer": _ATTENTION | {"positional", "norm_first", "pretrained"},
     # Every Conformer module is pre-normalised: norm_first = true is all it can be.
     "conformer": _ATTENTION | {"positional", "window_k"},
     "graph": frozenset({"num_heads", "norm_first", "include_self", "share_weights"}),
@@ -131,6 +131,12 @@ class ModelConfig:
         share_weights: Universal Transformer (Dehghani et al. 2019): one block applied
             ``num_layers`` times (``transformer``, ``conformer``, ``graph``, and seq2seq's
             encoder and decoder).
+        pretrained: start from a pretrained BERT checkpoint: a registered name
+            (``"minilm-l6"``, :data:`selfattn.pretrained.PRETRAINED`) or a local Hugging
+            Face folder; text token, sequence and regression tasks
+            (:mod:`selfattn.tasks.pretrained`). The checkpoint's shape replaces
+            ``embed_dim``, ``num_heads``, ``num_layers``, ``ffn_dim`` and the block design;
+            setting one of them to another value is refused.
 
     Each architecture reads the fields of :data:`ARCHITECTURE_FIELDS` (and those every
     one reads); the builders refuse another field set to anything but its default, in one
@@ -159,6 +165,7 @@ class ModelConfig:
     normalizer: str = "softmax"
     include_self: bool = True
     share_weights: bool = False
+    pretrained: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
@@ -203,6 +210,8 @@ class ModelConfig:
             )
         self._check_image_options()
         self._check_scoring()
+        if self.pretrained is not None and not str(self.pretrained).strip():
+            raise ValueError("model.pretrained must name a checkpoint or a folder, or be none")
         if not self.char_features and self.char_dim != DEFAULTS["char_dim"]:
             raise ValueError(f"model.char_dim = {self.char_dim} needs model.char_features = true")
 

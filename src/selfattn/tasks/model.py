@@ -31,6 +31,7 @@ from selfattn.tasks.heads import (
     SequenceRegressor,
     TokenClassifier,
 )
+from selfattn.tasks.pretrained import PretrainedTaskModel, build_pretrained_model
 from selfattn.tasks.vision import ImageEmbedding, build_image_parts, uses_image
 
 #: What a [CLS] vector is called in attention-map labels.
@@ -55,6 +56,8 @@ class TaskSpec:
             pixels), else ``None``.
         target_mean: regression: the training targets' mean (0 otherwise).
         target_std: regression: their standard deviation (1 otherwise).
+        pretrained: the config of the BERT checkpoint the model was fine-tuned from
+            (:class:`~selfattn.pretrained.bert.BertConfig`'s fields), else ``None``.
     """
 
     task: TaskType
@@ -67,6 +70,7 @@ class TaskSpec:
     image_shape: tuple[int, int, int] | None = None
     target_mean: float = 0.0
     target_std: float = 1.0
+    pretrained: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -147,6 +151,27 @@ class TaskModel(nn.Module):
             return self.encoder.attention_maps(x, mask)
         raise ValueError(f"architecture {self.encoder.name!r} has no attention to show")
 
+    def layer_groups(self) -> list[list[nn.Parameter]]:
+        """Parameters from the input up, for layer-wise learning-rate decay: everything
+        below the first block (embeddings, [CLS]), each block, the head.
+
+        Raises:
+            ValueError: the encoder is not a stack of blocks (one line).
+        """
+        layers = getattr(getattr(self.encoder, "encoder", None), "layers", None)
+        if not isinstance(layers, nn.ModuleList):
+            raise ValueError(
+                f"train.layer_lr_decay: architecture {self.encoder.name!r} is not a stack of "
+                "attention blocks to decay over; leave it at 1"
+            )
+        inside = {id(p) for p in layers.parameters()} | {id(p) for p in self.head.parameters()}
+        below = [p for p in self.parameters() if id(p) not in inside]
+        return [
+            below,
+            *(list(block.parameters()) for block in layers),
+            list(self.head.parameters()),
+        ]
+
     def attention_labels(self, labels: Sequence[str]) -> list[str]:
         """The labels of the rows and columns of :meth:`attention_maps` for an input whose
         positions are called ``labels``: an image cut into patches has one vector per
@@ -177,6 +202,7 @@ def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
     if not text:
         unused |= dict.fromkeys(("char_features", "word_dropout"), "this data is not words")
     if task == "seq2seq":
+        unused["pretrained"] = "a seq2seq model is trained from scratch here"
         unused |= dict.fromkeys(
             ("char_features", "word_dropout", "patch_size", "grid_positional"),
             "a seq2seq model reads its source through one embedding",
@@ -203,7 +229,8 @@ def build_model(
     image_shape: tuple[int, int, int] | None = None,
     target_mean: float = 0.0,
     target_std: float = 1.0,
-) -> TaskModel:
+    pretrained: dict[str, Any] | None = None,
+) -> TaskModel | PretrainedTaskModel:
     """The model ``config`` describes, for a task with these inputs and labels.
 
     Args:
@@ -220,14 +247,42 @@ def build_model(
             (:mod:`selfattn.tasks.vision`: patches, 2-D positions, ``cnn2d``).
         target_mean: regression (:class:`SequenceRegressor`): the training targets' mean.
         target_std: regression: their standard deviation.
+        pretrained: a BERT checkpoint's config (``TaskSpec.pretrained``): a
+            :class:`~selfattn.tasks.pretrained.PretrainedTaskModel` with random weights.
 
     Raises:
         ValueError: inconsistent inputs (both or neither of vocab_size and feature_dim,
             character features without a character vocabulary, an unknown task).
     """
+    check_fields(config, task=task, text=vocab_size is not None)
+    if config.pretrained is not None and pretrained is None:
+        raise ValueError(
+            f"model.pretrained = {config.pretrained!r}: a pretrained checkpoint reads text; "
+            "this data is not words"
+            if vocab_size is None
+            else f"model.pretrained = {config.pretrained!r}, but the task was prepared "
+            "without the checkpoint"
+        )
+    if pretrained is not None:
+        return build_pretrained_model(
+            config,
+            task=task,
+            pretrained=pretrained,
+            num_labels=num_labels,
+            target_mean=target_mean,
+            target_std=target_std,
+            spec=TaskSpec(
+                task=task,
+                num_labels=num_labels,
+                vocab_size=vocab_size,
+                max_len=max_len,
+                target_mean=target_mean,
+                target_std=target_std,
+                pretrained=pretrained,
+            ),
+        )
     if config.char_features and vocab_size is not None and char_vocab_size is None:
         raise ValueError("model.char_features is on, but there is no character vocabulary")
-    check_fields(config, task=task, text=vocab_size is not None)
     use_chars = config.char_features and vocab_size is not None
     spec = TaskSpec(
         task=task,
@@ -297,6 +352,6 @@ def input_length_limit(model: nn.Module) -> tuple[int, str] | None:
     return min(limits) if limits else None
 
 
-def build_model_from_spec(config: ModelConfig, spec: TaskSpec) -> TaskModel:
+def build_model_from_spec(config: ModelConfig, spec: TaskSpec) -> TaskModel | PretrainedTaskModel:
     """:func:`build_model` with the inputs and labels of a stored :class:`TaskSpec`."""
     return build_model(config, **asdict(spec))

@@ -126,6 +126,13 @@ class TrainConfig:
             as the cores other processes leave idle when it starts, at least 1
             (:func:`selfattn.runtime.default_threads`); in your own script, PyTorch's
             (one per core) or whatever you set.
+        layer_lr_decay: layer-wise learning-rate decay (Clark et al. 2020, ELECTRA;
+            the usual fine-tuning recipe): the head trains at ``lr``, the block below it
+            at ``lr · d``, the next at ``lr · d²``, down to the embeddings. In (0, 1];
+            ``1`` is one rate for all. Needs a stack of blocks (``model.pretrained``, a
+            ``transformer`` or ``conformer``).
+        freeze_encoder: train only the head on a pretrained encoder's fixed outputs (a
+            linear probe); needs ``model.pretrained``.
     """
 
     epochs: int = 10
@@ -141,6 +148,8 @@ class TrainConfig:
     device: DeviceName = "auto"
     threads: int | None = None
     checkpoint_every: int | None = None
+    layer_lr_decay: float = 1.0
+    freeze_encoder: bool = False
 
     def __post_init__(self) -> None:
         if self.checkpoint_every is not None and self.checkpoint_every < 1:
@@ -161,6 +170,8 @@ class TrainConfig:
             raise ValueError(f"train.grad_clip must be > 0 or none, got {self.grad_clip}")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"train.patience must be >= 1 or none, got {self.patience}")
+        if not 0.0 < self.layer_lr_decay <= 1.0:
+            raise ValueError(f"train.layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
 
 
 @dataclass(frozen=True)

@@ -429,7 +429,7 @@ class Trainer:
             "epoch": epoch,
             "step": state["step"],
             "train_loss": state["loss_sum"] / max(state["units"], 1),
-            "lr": parts.scheduler.get_last_lr()[0],
+            "lr": max(parts.scheduler.get_last_lr()),
         }
         if self.dev_batches is not None:
             dev = self.objective.evaluate(parts.model, self.dev_batches(), device=self.device)

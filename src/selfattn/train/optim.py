@@ -14,14 +14,33 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on weight matrices and embeddings only.
 
     Biases and norm gains (1-D parameters) are not decayed: shrinking them towards zero
-    is no regulariser, it only shifts or rescales activations.
+    is no regulariser, it only shifts or rescales activations. With
+    ``config.layer_lr_decay`` < 1, the model's ``layer_groups()`` (input up to head)
+    train at ``lr · d^(depth below the head)``. Frozen parameters (``requires_grad``
+    off) are left out.
+
+    Raises:
+        ValueError: ``layer_lr_decay`` < 1 on a model that has no layer groups.
     """
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [
-        {"params": decay, "weight_decay": config.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
+    if config.layer_lr_decay == 1.0:
+        layers: list[list[nn.Parameter]] = [list(model.parameters())]
+    else:
+        layer_groups = getattr(model, "layer_groups", None)
+        if layer_groups is None:
+            raise ValueError(
+                f"train.layer_lr_decay = {config.layer_lr_decay}: this model has no stack of "
+                "layers to decay over; leave it at 1"
+            )
+        layers = layer_groups()
+    groups = []
+    top = len(layers) - 1
+    for depth, params in enumerate(layers):
+        lr = config.lr * config.layer_lr_decay ** (top - depth)
+        trained = [p for p in params if p.requires_grad]
+        for decayed, weight_decay in ((True, config.weight_decay), (False, 0.0)):
+            chosen = [p for p in trained if (p.dim() >= 2) == decayed]
+            if chosen or len(layers) == 1:
+                groups.append({"params": chosen, "weight_decay": weight_decay, "lr": lr})
     return torch.optim.AdamW(groups, lr=config.lr)
 
 
