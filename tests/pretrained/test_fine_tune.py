@@ -387,3 +387,69 @@ def test_minilm_fine_tune_starts_from_minilm(
     spec = json.loads(json.dumps(prepared.spec.to_dict()))  # stored as JSON in checkpoints
     assert spec["pretrained"]["num_hidden_layers"] == 6
     assert not isinstance(prepared.task, SequenceTask)
+
+
+def _broken_copy(source: Path, target: Path, problem: str) -> str:
+    """A copy of ``source`` with one problem; returns the file the error must name."""
+    shutil.copytree(source, target)
+    if problem == "shapes":
+        config = json.loads((target / "config.json").read_text())
+        (target / "config.json").write_text(json.dumps({**config, "intermediate_size": 48}))
+        return str(target / "model.safetensors")
+    if problem == "truncated":
+        weights = target / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:1000])
+        return str(weights)
+    if problem == "no-cls":
+        tokenizer = json.loads((target / "tokenizer.json").read_text())
+        del tokenizer["model"]["vocab"]["[CLS]"]
+        (target / "tokenizer.json").write_text(json.dumps(tokenizer))
+        return str(target / "tokenizer.json")
+    assert problem == "not-bert"
+    config = json.loads((target / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    return str(target / "config.json")
+
+
+@pytest.mark.parametrize(
+    ("problem", "expected"),
+    [
+        ("shapes", "has shape (64, 32) but"),
+        ("truncated", "not a readable safetensors file"),
+        ("no-cls", "no [CLS] token in the vocabulary"),
+        ("not-bert", "is not a BERT-family encoder"),
+    ],
+)
+def test_a_broken_checkpoint_is_one_line_naming_its_file(
+    bert_folder: Path,
+    data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    problem: str,
+    expected: str,
+) -> None:
+    named = _broken_copy(bert_folder, tmp_path / "bert", problem)
+    toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", tmp_path / "bert")
+    err = one_line_error(capsys, ["train", str(toml), "--set", f"run_dir={tmp_path / 'r'}"])
+    assert named in err and expected in err
+
+
+def test_demo_lists_a_fine_tuned_tagger_beside_the_scratch_one(
+    bert_folder: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tagged = data / "tagged.txt"
+    scratch = tmp_path / "scratch.toml"
+    scratch.write_text(
+        f'[data]\ndataset = "{tagged}"\ntest = "{tagged}"\nbatch_size = 4\n'
+        "[model]\nembed_dim = 16\nnum_heads = 2\nnum_layers = 1\nffn_dim = 16\n"
+        "[train]\nepochs = 1\nthreads = 1\n"
+    )
+    fine_tune = write_toml(tmp_path / "ft.toml", tagged, bert_folder, "")
+    text = fine_tune.read_text().replace("[data]\n", f'[data]\ntest = "{tagged}"\n')
+    fine_tune.write_text(text)
+    runs, image = tmp_path / "runs", tmp_path / "demo.png"
+    argv = ["demo", "--config", str(scratch), "--runs", str(runs), "-o", str(image)]
+    assert main([*argv, "--baselines", "--pretrained", str(fine_tune), "--no-progress"]) == 0
+    table = capsys.readouterr().out.split("token accuracy:")[1]
+    assert f"{bert_folder} fine-tuned" in table and "self-attention" in table
+    assert (runs / "pretrained" / "best").is_dir()

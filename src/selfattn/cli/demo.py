@@ -47,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=Path, default=Path("runs/demo"), help="run folders")
     parser.add_argument("--baselines", nargs="*", default=list(BASELINES), choices=BASELINES)
     parser.add_argument("-o", "--output", type=Path, default=Path("runs/demo/i_saw_a_saw.png"))
+    parser.add_argument(
+        "--pretrained",
+        type=Path,
+        metavar="CONFIG",
+        help="also fine-tune a pretrained checkpoint's tagger with this config (e.g. "
+        "configs/pos_wsj_minilm.toml: all-MiniLM-L6-v2, fetched on first use) and list it",
+    )
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -64,13 +71,21 @@ def run_demo(args: argparse.Namespace) -> int:
         _, prepared = run(config, overwrite=True, progress=not args.no_progress)
         accuracy = Predictor(args.runs / architecture).evaluate("test")["accuracy"]
         results.append((architecture, accuracy, time.perf_counter() - start))
+    if args.pretrained is not None:
+        config = load_config(args.pretrained, [f"run_dir={args.runs / 'pretrained'}"])
+        name = f"{config.model.pretrained} fine-tuned"
+        start = time.perf_counter()
+        print(f"training {name} …", flush=True)
+        run(config, overwrite=True, progress=not args.no_progress)
+        accuracy = Predictor(args.runs / "pretrained").evaluate("test")["accuracy"]
+        results.append((name, accuracy, time.perf_counter() - start))
     assert prepared is not None
     results.append(("most-frequent-tag", most_frequent_tag_accuracy(prepared.splits), 0.0))
 
     print(f"\npos-wsj test split ({len(prepared.splits.test)} sentences), token accuracy:")
     for name, accuracy, seconds in sorted(results, key=lambda row: -row[1]):
         label = "self-attention" if name == "transformer" else name
-        print(f"  {label:<18} {accuracy:.4f}   {seconds:6.1f} s")
+        print(f"  {label:<22} {accuracy:.4f}   {seconds:6.1f} s")
 
     tagger = Predictor(tagger_dir)
     example = tagger.example(SENTENCE)
