@@ -1,11 +1,14 @@
-"""Shared test set-up: fixed seeds, `gpu` tests skipped where there is no CUDA, and
-`fetched`: a recipe's real data, or a skip that says why it cannot be had here."""
+"""Shared test set-up: fixed seeds, `gpu` tests skipped where there is no CUDA,
+`fetched`: a recipe's real data, or a skip that says why it cannot be had here, and
+`minilm_folder`: the real all-MiniLM-L6-v2 checkpoint (CI fetches it, so there its tests
+run)."""
 
 from __future__ import annotations
 
 import random
 import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +16,7 @@ import torch
 
 from selfattn.data import RECIPES, DataError, DebianSource
 from selfattn.data.recipes import Recipe
+from selfattn.pretrained.weights import PRETRAINED, PretrainedError
 
 
 @pytest.fixture(autouse=True)
@@ -68,3 +72,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def minilm_folder() -> Path:
+    """all-MiniLM-L6-v2's folder, or a skip saying why it cannot be fetched here."""
+    try:
+        return PRETRAINED["minilm-l6"].fetch()
+    except PretrainedError as err:
+        pytest.skip(f"minilm-l6: its weights cannot be fetched here ({err})")

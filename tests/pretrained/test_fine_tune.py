@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-import transformers
-from tokenizers import Tokenizer
-from tokenizers.models import WordPiece
-from tokenizers.normalizers import BertNormalizer
-from tokenizers.pre_tokenizers import BertPreTokenizer
 
 from selfattn.cli.main import main
 from selfattn.data import Example
@@ -31,53 +27,6 @@ from selfattn.train.config import Config, DataConfig, ModelConfig, TrainConfig, 
 from selfattn.train.optim import build_optimizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-WORDS = ["the", "cat", "dog", "sat", "ran", "on", "a", "mat", "good", "bad", "film", "very"]
-# "sitting" → sit ##ting, "mats" → mat ##s, "films" → film ##s: words of several pieces.
-PIECES = ["sit", "##ting", "##s", "."]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *PIECES]
-TAGGED = [
-    "the/DT cat/NN sat/VBD on/IN the/DT mat/NN ./.",
-    "a/DT dog/NN ran/VBD ./.",
-    "the/DT dog/NN sitting/VBG on/IN mats/NNS ./.",
-    "a/DT cat/NN ran/VBD on/IN a/DT mat/NN ./.",
-] * 4
-REVIEWS = [
-    "good,a very good film .",
-    "bad,a bad film .",
-    "good,good films",
-    "bad,very bad films .",
-] * 4
-
-
-@pytest.fixture(scope="module")
-def bert_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random 2-layer BERT (Hugging Face's own ``save_pretrained``) with a WordPiece
-    tokenizer.json over :data:`VOCAB`."""
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=24,
-    )
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    transformers.BertModel(config).save_pretrained(folder)
-    tokenizer = Tokenizer(WordPiece({t: i for i, t in enumerate(VOCAB)}, unk_token="[UNK]"))
-    tokenizer.normalizer = BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = BertPreTokenizer()
-    tokenizer.save(str(folder / "tokenizer.json"))
-    return folder
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("data")
-    (folder / "tagged.txt").write_text("\n".join(TAGGED) + "\n")
-    (folder / "reviews.csv").write_text("\n".join(REVIEWS) + "\n")
-    return folder
 
 
 def config(
@@ -95,15 +44,6 @@ def config(
         train=TrainConfig(epochs=1, lr=1e-3, warmup_steps=0, threads=1, **(train or {})),  # type: ignore[arg-type]
         run_dir=run_dir,
     )
-
-
-def write_toml(path: Path, dataset: Path, bert: Path | str, extra: str = "") -> Path:
-    path.write_text(
-        f'[data]\ndataset = "{dataset}"\nbatch_size = 4\nmax_len = 16\n'
-        f'[model]\npretrained = "{bert}"\n{extra}\n'
-        "[train]\nepochs = 1\nlr = 1e-3\nwarmup_steps = 0\nthreads = 1\n"
-    )
-    return path
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -158,7 +98,11 @@ def test_a_word_is_read_at_its_first_wordpiece(
 
 
 def test_token_task_predicts_one_tag_per_word_without_the_folder(
-    bert_folder: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    write_toml: Callable[..., Path],
+    bert_folder: Path,
+    data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     folder = tmp_path / "bert"
     shutil.copytree(bert_folder, folder)
@@ -180,7 +124,11 @@ def test_token_task_predicts_one_tag_per_word_without_the_folder(
 
 
 def test_sequence_task_trains_and_scores(
-    bert_folder: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    write_toml: Callable[..., Path],
+    bert_folder: Path,
+    data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     run_dir = tmp_path / "run"
     toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", bert_folder, 'pooling = "cls"')
@@ -270,6 +218,7 @@ def test_a_linear_probe_trains_the_head_alone(
     ],
 )
 def test_a_field_that_contradicts_the_checkpoint_is_one_line(
+    write_toml: Callable[..., Path],
     bert_folder: Path,
     data: Path,
     tmp_path: Path,
@@ -283,7 +232,7 @@ def test_a_field_that_contradicts_the_checkpoint_is_one_line(
 
 
 def test_fields_that_repeat_the_checkpoint_are_accepted(
-    bert_folder: Path, data: Path, tmp_path: Path
+    write_toml: Callable[..., Path], bert_folder: Path, data: Path, tmp_path: Path
 ) -> None:
     shape = ["embed_dim = 32", "num_heads = 4", "num_layers = 2", "ffn_dim = 64"]
     extra = "\n".join([*shape, 'positional = "learned"', "norm_first = false"])
@@ -301,6 +250,7 @@ def test_fields_that_repeat_the_checkpoint_are_accepted(
     ],
 )
 def test_settings_the_checkpoint_decides_are_one_line(
+    write_toml: Callable[..., Path],
     bert_folder: Path,
     data: Path,
     tmp_path: Path,
@@ -325,7 +275,10 @@ def test_a_probe_without_a_checkpoint_is_one_line(
 
 
 def test_vector_data_is_refused(
-    tmp_path: Path, bert_folder: Path, capsys: pytest.CaptureFixture[str]
+    write_toml: Callable[..., Path],
+    tmp_path: Path,
+    bert_folder: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     import numpy as np
 
@@ -339,7 +292,7 @@ def test_vector_data_is_refused(
 
 
 def test_a_folder_that_is_not_a_checkpoint(
-    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    write_toml: Callable[..., Path], data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "empty").mkdir()
     toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", tmp_path / "empty")
@@ -421,6 +374,7 @@ def _broken_copy(source: Path, target: Path, problem: str) -> str:
     ],
 )
 def test_a_broken_checkpoint_is_one_line_naming_its_file(
+    write_toml: Callable[..., Path],
     bert_folder: Path,
     data: Path,
     tmp_path: Path,
@@ -435,7 +389,11 @@ def test_a_broken_checkpoint_is_one_line_naming_its_file(
 
 
 def test_demo_lists_a_fine_tuned_tagger_beside_the_scratch_one(
-    bert_folder: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    write_toml: Callable[..., Path],
+    bert_folder: Path,
+    data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     tagged = data / "tagged.txt"
     scratch = tmp_path / "scratch.toml"
@@ -453,3 +411,20 @@ def test_demo_lists_a_fine_tuned_tagger_beside_the_scratch_one(
     table = capsys.readouterr().out.split("token accuracy:")[1]
     assert f"{bert_folder} fine-tuned" in table and "self-attention" in table
     assert (runs / "pretrained" / "best").is_dir()
+
+
+def test_a_fine_tune_resumes_with_its_decayed_rates(
+    write_toml: Callable[..., Path],
+    bert_folder: Path,
+    data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", bert_folder)
+    argv = ["train", str(toml), "--set", f"run_dir={tmp_path / 'r'}", "--no-progress"]
+    decay = ["--set", "train.layer_lr_decay=0.5"]
+    assert main([*argv, *decay]) == 0
+    with pytest.warns(UserWarning, match="changed settings train.epochs"):
+        assert main([*argv, *decay, "--resume", "--set", "train.epochs=2"]) == 0
+    lines = (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2]

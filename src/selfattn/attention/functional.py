@@ -194,8 +194,9 @@ def _zero_empty_rows(out: Tensor, allowed: Tensor | None, bias: Tensor | None) -
         return out
     has_key = allowed.any(dim=-1, keepdim=True)
     # Usually every query has a key: on CPU, checking is free and saves a pass over the
-    # output (forward and backward); on a GPU it would cost a synchronisation.
-    if out.device.type == "cpu" and bool(has_key.all()):
+    # output (forward and backward); on a GPU it would cost a synchronisation, and an
+    # exported graph cannot branch on values.
+    if out.device.type == "cpu" and not torch.compiler.is_exporting() and bool(has_key.all()):
         return out
     return torch.where(has_key, out, 0.0)
 
@@ -284,7 +285,10 @@ def _attend_block(
         # (softmax(-inf, …) = NaN), needs its masked weights zeroed after normalising.
         # Skipping these two full-size passes when neither applies halves the masking
         # cost of long CPU training steps (attention dropout takes this path there).
-        refill = normalizer is not softmax or not bool(has_key.all())
+        # An exported graph cannot branch on values: it always refills (same output).
+        refill = (
+            normalizer is not softmax or torch.compiler.is_exporting() or not bool(has_key.all())
+        )
         if refill:
             # Finite scores for key-less rows; their weights are zeroed below, so their
             # output is 0 and their gradient finite.
@@ -332,8 +336,12 @@ def _chunked(
         and any(t.requires_grad for t in (q, k, v))
     )
     outputs, all_weights = [], []
-    for start in range(0, num_queries, chunk_size):
-        stop = min(num_queries, start + chunk_size)
+    # Chunks only save memory; an exported graph with a dynamic length is one block (its
+    # chunk count would depend on the length).
+    exporting = torch.compiler.is_exporting()
+    starts = [0] if exporting else range(0, num_queries, chunk_size)
+    for start in starts:
+        stop = num_queries if exporting else min(num_queries, start + chunk_size)
         structure = structural_mask(
             stop - start,
             num_keys,

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from selfattn import __version__, runtime
-from selfattn.cli import bench_cmd, data_cmd, demo, model_cmds, toy
+from selfattn.cli import bench_cmd, data_cmd, demo, export_cmd, model_cmds, toy
 
 # Commands that compute take --threads (bench's is on `bench attention`, beside its options).
 THREADED = ("toy", "demo", "train", "eval", "predict", "attention")
@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
             "draw a checkpoint's attention maps for a sentence",
             model_cmds.add_attention_arguments,
             model_cmds.run_attention,
+        ),
+        (
+            "export",
+            "export a trained model as ONNX, torch.export or a Hugging Face BERT folder",
+            export_cmd.add_arguments,
+            export_cmd.run,
         ),
     )
     for name, help_text, add_arguments, run in subcommands:

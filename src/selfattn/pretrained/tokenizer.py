@@ -159,6 +159,14 @@ class WordPieceTokenizer:
         pretrained folder to predict)."""
         return str(self.tokenizer.to_str())
 
+    def plain_json(self) -> str:
+        """The tokenizer as JSON without this wrapper's padding and truncation (what a
+        Hugging Face folder's ``tokenizer.json`` holds: its loader pads and cuts per call)."""
+        copy = Tokenizer.from_str(self.tokenizer.to_str())
+        copy.no_padding()
+        copy.no_truncation()
+        return str(copy.to_str())
+
     @classmethod
     def from_str(cls, text: str, *, max_length: int) -> WordPieceTokenizer:
         """The inverse of :meth:`to_str`."""

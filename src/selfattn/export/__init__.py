@@ -1,0 +1,70 @@
+"""A trained run's model as a file that runs without selfattn: ONNX, a ``torch.export``
+program, or (a model fine-tuned from BERT) a Hugging Face BERT folder.
+
+>>> print(export("runs/pos", "onnx", "pos.onnx"))  # also writes pos.onnx.json
+wrote pos.onnx (onnx, opset 18): inputs token_ids (batch, length), padding_mask (batch, ...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from selfattn.export.exporters import FILE_FORMATS, TOLERANCE, export_run, refusal
+from selfattn.export.hf import bert_of, export_hf
+from selfattn.export.wrapper import Exportable, TensorSpec, wrap
+
+__all__ = [
+    "FORMATS",
+    "TOLERANCE",
+    "Exportable",
+    "TensorSpec",
+    "export",
+    "export_hf",
+    "export_run",
+    "refusal",
+    "wrap",
+]
+
+#: What ``selfattn export --format`` accepts.
+FORMATS = (*FILE_FORMATS, "hf")
+
+
+def export(run_dir: str | Path, fmt: str, out: str | Path) -> str:
+    """Export the model of a run folder; returns the one-line summary.
+
+    Args:
+        run_dir: a run folder (or a checkpoint folder).
+        fmt: ``"onnx"`` (a ``.onnx`` file), ``"torch-export"`` (a ``.pt2`` file) or
+            ``"hf"`` (a Hugging Face BERT folder; a model fine-tuned from a BERT checkpoint).
+        out: the file (or, for ``hf``, the folder) to write; its folder must exist.
+
+    Raises:
+        ValueError: an unknown format, a missing output folder, a RUN that is not a run
+            folder, a model that cannot be exported in this format (one line: why), or an
+            export that does not match the PyTorch model.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    path = Path(out)
+    if not path.parent.is_dir():
+        raise ValueError(f"{path}: its folder {path.parent} does not exist")
+    from selfattn.pipeline import Predictor  # the whole pipeline: only when exporting
+
+    predictor = Predictor(run_dir)
+    model, task = predictor.model.eval(), predictor.task
+    if fmt == "hf":
+        bert = bert_of(model)
+        if bert is None:
+            raise ValueError(
+                "only a model fine-tuned from a BERT checkpoint (model.pretrained) has BERT's "
+                f"shape: this is a {predictor.config.model.architecture} model; export it with "
+                "--format onnx or torch-export"
+            )
+        pretrained = getattr(task, "pretrained", None)
+        tokenizer = None if pretrained is None else pretrained.tokenizer.plain_json()
+        export_hf(bert, path, tokenizer)
+        written = "config.json, model.safetensors" + (", tokenizer.json" if tokenizer else "")
+        return f"wrote {path} (hf: {written}); load it with transformers.BertModel"
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder; give the file to write")
+    return export_run(model, task, predictor.spec.max_len, fmt, path)
