@@ -197,3 +197,32 @@ def test_graph_models_are_refused() -> None:
     )
     why = refusal(model, "token")
     assert why is not None and why.startswith("a graph model cannot be exported")
+
+
+@pytest.mark.parametrize("patch_size", [None, 2])
+def test_an_image_model_exports_with_a_dynamic_batch(
+    tmp_path: Path, patch_size: int | None
+) -> None:
+    """Pixels (or ViT patches) in: the length is the image's, only the batch varies."""
+    from types import SimpleNamespace
+
+    from selfattn.data.vocab import LabelVocabulary
+    from selfattn.export import export_run
+
+    model = build_model(
+        ModelConfig(
+            embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16, positional=None,
+            grid_positional="sinusoidal2d", patch_size=patch_size, pooling="cls",
+        ),
+        task="sequence", vocab_size=None, char_vocab_size=None, feature_dim=1,
+        num_labels=3, max_len=64, image_shape=(8, 8, 1),
+    ).eval()  # fmt: skip
+    task = SimpleNamespace(name="sequence", labels=LabelVocabulary(["0", "1", "2"]))
+    path = tmp_path / "image.onnx"
+    line = export_run(model, task, 64, "onnx", path)
+    assert SUMMARY.match(line) and "inputs features (batch, 64, 1)" in line
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    pixels = torch.rand(5, 64, 1)
+    expected = wrap(model).module(pixels).detach().numpy()
+    got = session.run(None, {"features": pixels.numpy()})[0]
+    assert got.shape == (5, 3) and np.abs(got - expected).max() <= TOLERANCE
