@@ -8,7 +8,9 @@ from pathlib import Path
 
 DESCRIPTION = """\
 Export a trained run's model. onnx and torch-export write one file (tensors in, logits
-out: token_ids or features, and padding_mask True at padding; batch and length dynamic)
+out: token_ids or features, and padding_mask True at padding; a model fine-tuned from
+BERT: input_ids and attention_mask, and a tagger's first wordpiece of each word; batch and
+length dynamic)
 and PATH.json beside it with the inputs, outputs, labels and vocabulary; the file is run
 on random padded inputs and must match the PyTorch model within 1e-4. hf writes a Hugging
 Face BERT folder (config.json, model.safetensors, tokenizer.json) for a model fine-tuned

@@ -43,6 +43,8 @@ TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.
   model.architecture=transformer|conformer|graph|bigru|…   model.attention=dense|window|…
   model.score=dot|scaled_dot|additive   model.normalizer=softmax|relu|sigmoid
   model.include_self=false   model.share_weights=true   model.pooling=cls
+  model.pretrained=minilm-l6  fine-tune a BERT checkpoint (a name or a local folder)
+  train.layer_lr_decay=0.9   train.freeze_encoder=true (a linear probe of the checkpoint)
 """
 
 
