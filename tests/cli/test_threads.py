@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from selfattn import runtime
-from selfattn.cli import bench_cmd, demo, main, model_cmds, toy
+from selfattn.cli import bench_cmd, demo, export_cmd, main, model_cmds, toy
 from selfattn.train.config import load_config
 
 # command line (without --threads) → (module, name of the function it runs)
@@ -26,8 +26,9 @@ COMMANDS = {
     "predict": (["predict", "runs/x", "I saw a saw"], model_cmds, "run_predict"),
     "attention": (["attention", "runs/x", "I saw a saw"], model_cmds, "run_attention"),
     "bench": (["bench", "attention"], bench_cmd, "run"),
+    "export": (["export", "runs/x", "--format", "onnx", "-o", "m.onnx"], export_cmd, "run"),
 }
-NOT_COMPUTING = {"data"}
+NOT_COMPUTING = {"data", "average"}
 
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 
 from selfattn import __version__, runtime
-from selfattn.cli import bench_cmd, data_cmd, demo, export_cmd, model_cmds, toy
+from selfattn.cli import average_cmd, bench_cmd, data_cmd, demo, export_cmd, model_cmds, toy
 
 # Commands that compute take --threads (bench's is on `bench attention`, beside its options).
-THREADED = ("toy", "demo", "train", "eval", "predict", "attention")
+THREADED = ("toy", "demo", "train", "eval", "predict", "attention", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
             "export a trained model as ONNX, torch.export or a Hugging Face BERT folder",
             export_cmd.add_arguments,
             export_cmd.run,
+        ),
+        (
+            "average",
+            "average the weights of a run's last epoch checkpoints into one checkpoint",
+            average_cmd.add_arguments,
+            average_cmd.run,
         ),
     )
     for name, help_text, add_arguments, run in subcommands:

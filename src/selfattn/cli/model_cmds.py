@@ -45,6 +45,8 @@ TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.
   model.include_self=false   model.share_weights=true   model.pooling=cls
   model.pretrained=minilm-l6  fine-tune a BERT checkpoint (a name or a local folder)
   train.layer_lr_decay=0.9   train.freeze_encoder=true (a linear probe of the checkpoint)
+  train.checkpoint_activations=true  recompute each block in backward (less memory)
+  train.keep_epochs=N        keep RUN/epoch-E of the last N epochs for selfattn average
 """
 
 

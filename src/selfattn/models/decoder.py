@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from selfattn.attention.cache import DecoderCache
 from selfattn.blocks.decoder_block import DecoderBlock
 from selfattn.blocks.encoder_block import layer_norm
+from selfattn.models.checkpointing import run_block
 from selfattn.models.config import StackConfig
 from selfattn.models.encoder import build_positionals
 
@@ -46,7 +47,13 @@ class Decoder(nn.Module):
             encoding acts in the self-attention only; ``config.attention`` must be
             ``"dense"`` (incremental decoding keeps a KV cache).
         memory_dim: Em, feature size of the encoder memory (default E).
+
+    Attributes:
+        checkpoint_activations: recompute each block's activations in the backward pass
+            (:mod:`selfattn.models.checkpointing`); never with a KV cache. Off by default.
     """
+
+    checkpoint_activations: bool = False
 
     def __init__(self, config: StackConfig, *, memory_dim: int | None = None) -> None:
         super().__init__()
@@ -104,8 +111,12 @@ class Decoder(nn.Module):
         hidden_states = [x]
         self_attentions: list[Tensor] = []
         cross_attentions: list[Tensor] = []
+        # Incremental decoding extends its cache in place: never recomputed.
+        stack = self if cache is None else None
         for index, (layer, layer_memory) in enumerate(zip(self.layers, memories, strict=True)):
-            x, weights = layer(
+            x, weights = run_block(
+                stack,
+                layer,
                 x,
                 layer_memory,
                 self_key_padding_mask=self_key_padding_mask,

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from selfattn.blocks.encoder_block import EncoderBlock, layer_norm
 from selfattn.kernels.base import KERNELS, build_kernel
+from selfattn.models.checkpointing import run_block
 from selfattn.models.config import StackConfig
 from selfattn.positional import build_positional
 from selfattn.positional.base import AbsolutePositional, RelativePositional
@@ -85,7 +86,13 @@ class BlockStack(nn.Module, abc.ABC):
         config: the stack's options; every block receives it whole, with its own relative
             positional encoding and attention kernel (Linformer's projections,
             Performer's features are per block; a shared block shares them).
+
+    Attributes:
+        checkpoint_activations: recompute each block's activations in the backward pass
+            instead of storing them (:mod:`selfattn.models.checkpointing`); off by default.
     """
+
+    checkpoint_activations: bool = False
 
     def __init__(self, config: StackConfig) -> None:
         super().__init__()
@@ -157,7 +164,9 @@ class BlockStack(nn.Module, abc.ABC):
         hidden_states = [x]
         attentions: list[Tensor] = []
         for layer in self.layers:
-            x, weights = layer(
+            x, weights = run_block(
+                self,
+                layer,
                 x,
                 key_padding_mask=key_padding_mask,
                 mask=mask,

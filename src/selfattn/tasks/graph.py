@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from selfattn.blocks.config import BlockConfig
 from selfattn.blocks.encoder_block import ResidualBlock, feed_forward, layer_norm
 from selfattn.kernels.graph import dense_to_edge_index, edge_attention, scatter_softmax
+from selfattn.models.checkpointing import run_block
 from selfattn.models.config import StackConfig
 
 
@@ -142,7 +143,13 @@ class GraphTransformer(nn.Module):
             ``num_layers`` times), ``include_self`` (self-loops), ``final_norm`` (default:
             after pre-LN blocks) and the block fields; ``positional`` must be ``None``.
         edge_dim: D_e, features per edge (``None`` or 0: edges without features).
+
+    Attributes:
+        checkpoint_activations: recompute each block's activations in the backward pass
+            (:mod:`selfattn.models.checkpointing`); off by default.
     """
+
+    checkpoint_activations: bool = False
 
     def __init__(self, config: StackConfig, *, edge_dim: int | None = None) -> None:
         super().__init__()
@@ -211,7 +218,7 @@ class GraphTransformer(nn.Module):
         h = x.reshape(batch * length, -1)[nodes]  # (N, E): padding is never computed
         maps: list[Tensor] = []
         for block in self.blocks:
-            h, weights = block(h, edge_index, edge_attr, need_weights=need_weights)
+            h, weights = run_block(self, block, h, edge_index, edge_attr, need_weights=need_weights)
             if weights is not None:
                 maps.append(_dense_map(weights, edge_index, nodes, batch, length))
         out = x.new_zeros(batch * length, x.shape[-1]).index_copy(0, nodes, self.final_norm(h))

@@ -31,7 +31,7 @@ import os
 import pickle
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -90,7 +90,7 @@ class Checkpoint:
 
 def save_checkpoint(
     directory: Path,
-    model: nn.Module,
+    model: nn.Module | Mapping[str, Tensor],
     optimizer: torch.optim.Optimizer | None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None,
     state: dict[str, Any],
@@ -99,12 +99,14 @@ def save_checkpoint(
     *,
     scaler: torch.amp.GradScaler | None = None,
     epoch_rng_state: dict[str, Any] | None = None,
+    spec: TaskSpec | None = None,
 ) -> Path:
     """Write a checkpoint into ``directory`` (created if needed), atomically.
 
     Args:
         directory: the checkpoint folder, e.g. ``run_dir / "last"``.
         model: its weights go to safetensors; a :class:`TaskModel`'s spec is kept too.
+            Or the weights themselves, a ``state_dict`` (then give ``spec``).
         optimizer: its state (or ``None``).
         scheduler: its state (or ``None``).
         state: the loop's state; JSON-serialisable values.
@@ -113,6 +115,7 @@ def save_checkpoint(
         scaler: an AMP gradient scaler whose state to keep.
         epoch_rng_state: for a save in the middle of an epoch, :func:`get_rng_state` as
             it was when the epoch began.
+        spec: the task spec to store (default: ``model.spec``).
 
     Returns:
         ``directory``.
@@ -123,7 +126,8 @@ def save_checkpoint(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     generation = _current_generation(directory) + 1
-    spec = getattr(model, "spec", None)
+    if spec is None:
+        spec = getattr(model, "spec", None)
     manifest: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "selfattn_version": selfattn.__version__,
@@ -295,12 +299,13 @@ def _fsync_directory(directory: Path) -> None:
             os.close(fd)
 
 
-def _weights(model: nn.Module) -> dict[str, Tensor]:
+def _weights(model: nn.Module | Mapping[str, Tensor]) -> dict[str, Tensor]:
     """The state dict as contiguous CPU tensors, each with its own storage (safetensors
     refuses shared storage, e.g. a block repeated by weight sharing)."""
     out: dict[str, Tensor] = {}
     seen: set[int] = set()
-    for key, value in model.state_dict().items():
+    state = model.state_dict() if isinstance(model, nn.Module) else model
+    for key, value in state.items():
         tensor = value.detach().cpu().contiguous()
         pointer = tensor.untyped_storage().data_ptr()
         out[key] = tensor.clone() if pointer in seen else tensor

@@ -133,6 +133,13 @@ class TrainConfig:
             ``transformer`` or ``conformer``).
         freeze_encoder: train only the head on a pretrained encoder's fixed outputs (a
             linear probe); needs ``model.pretrained``.
+        checkpoint_activations: recompute each block's activations in the backward pass
+            instead of storing them (per-block activation checkpointing): less memory for
+            about one more forward pass per step, the same gradients (dropout included).
+            Every stack of blocks (transformer, conformer, graph, seq2seq encoder and
+            decoder, a pretrained BERT); an architecture without one is refused.
+        keep_epochs: also keep the checkpoint of each of the last N epochs as
+            ``run_dir/epoch-E/``, for ``selfattn average``; ``0`` keeps none.
     """
 
     epochs: int = 10
@@ -150,6 +157,8 @@ class TrainConfig:
     checkpoint_every: int | None = None
     layer_lr_decay: float = 1.0
     freeze_encoder: bool = False
+    checkpoint_activations: bool = False
+    keep_epochs: int = 0
 
     def __post_init__(self) -> None:
         if self.checkpoint_every is not None and self.checkpoint_every < 1:
@@ -172,6 +181,8 @@ class TrainConfig:
             raise ValueError(f"train.patience must be >= 1 or none, got {self.patience}")
         if not 0.0 < self.layer_lr_decay <= 1.0:
             raise ValueError(f"train.layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
+        if self.keep_epochs < 0:
+            raise ValueError(f"train.keep_epochs must be >= 0, got {self.keep_epochs}")
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from torch import nn
 
 from selfattn.data.specials import IGNORE_INDEX
 from selfattn.messages import plural
+from selfattn.models.checkpointing import enable_activation_checkpointing
 from selfattn.tasks.model import TaskSpec
 from selfattn.train.checkpoint import (
     Checkpoint,
@@ -58,6 +59,8 @@ from selfattn.train.run_dir import (
     check_compatible,
     checkpoint_to_resume,
     claim_run_dir,
+    epoch_checkpoint,
+    prune_epoch_checkpoints,
     truncate_metrics,
 )
 
@@ -238,6 +241,12 @@ class Trainer:
             configure_threads(train_config.threads)
         seed_everything(train_config.seed)
         model = self.objective.build().to(self.device)
+        if train_config.checkpoint_activations and not enable_activation_checkpointing(model):
+            raise ValueError(
+                f"train.checkpoint_activations = true: architecture "
+                f"{self.config.model.architecture!r} has no stack of blocks to recompute; "
+                "leave it false"
+            )
         optimizer = build_optimizer(model, train_config)
         scaler = (
             torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
@@ -247,6 +256,11 @@ class Trainer:
         checkpoint: Checkpoint | None = None
         if last is not None:
             checkpoint = load_checkpoint(last, map_location=self.device)
+            if "averaged_from" in checkpoint.state:
+                raise ValueError(
+                    f"{last} is an average of checkpoints, for inference only (it holds no "
+                    "optimizer state); it cannot be resumed"
+                )
             check_compatible(last, self.config, self.spec, checkpoint.config, checkpoint.spec)
             state = {**_EPOCH_START, **checkpoint.state}
             started_with = state.get("threads")
@@ -490,10 +504,27 @@ class Trainer:
         self._write(parts, state, "last", epoch_rng=parts.epoch_rng)
 
     def _save_epoch(self, parts: _Parts, state: dict[str, Any], line: dict[str, Any]) -> None:
-        """``best/`` when this epoch is the best so far, then ``last/``."""
+        """``epoch-E/`` when ``train.keep_epochs`` asks for it, ``best/`` when this epoch is
+        the best so far, then ``last/``; then drops epoch checkpoints beyond the last N.
+
+        ``epoch-E`` goes first: a crash before ``last`` re-runs epoch E, which writes it again.
+        It keeps the weights only, for averaging (resuming reads ``last``).
+        """
+        keep = self.config.train.keep_epochs
+        if keep:
+            save_checkpoint(
+                epoch_checkpoint(self.run_dir, line["epoch"]),
+                parts.model,
+                None,
+                None,
+                dict(state),
+                self.config,
+                self.vocabs,
+            )
         if state["best_epoch"] == line["epoch"]:
             self._write(parts, state, "best")
         self._write(parts, state, "last")
+        prune_epoch_checkpoints(self.run_dir, keep, line["epoch"])
 
     def _write(
         self,

@@ -5,12 +5,16 @@ run_dir/
   metrics.jsonl    one JSON line per finished epoch
   last/            the latest checkpoint (epoch ends, within epochs, on Ctrl-C)
   best/            the best epoch's checkpoint
+  epoch-E/         the weights at the end of epoch E, for the last train.keep_epochs epochs
+                   (what ``selfattn average`` averages)
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
+import shutil
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +26,12 @@ from selfattn.train.config import Config, config_to_dict
 
 METRICS_FILE = "metrics.jsonl"
 #: Settings that may change on resuming without changing the run.
-HARMLESS_CHANGES = ("train.checkpoint_every",)
+HARMLESS_CHANGES = (
+    "train.checkpoint_every",
+    "train.checkpoint_activations",
+    "train.keep_epochs",
+)
+_EPOCH_FOLDER = re.compile(r"^epoch-(\d+)$")
 
 
 def claim_run_dir(run_dir: Path, overwrite: bool) -> None:
@@ -34,6 +43,34 @@ def claim_run_dir(run_dir: Path, overwrite: bool) -> None:
             f"{run_dir} already holds a run; resume it or choose another run_dir (or overwrite it)"
         )
     metrics_path.unlink(missing_ok=True)
+    prune_epoch_checkpoints(run_dir, 0, 0)  # a previous run's: never averaged with this one's
+
+
+def epoch_checkpoint(run_dir: Path, epoch: int) -> Path:
+    """The folder of epoch ``epoch``'s checkpoint, ``run_dir/epoch-E``."""
+    return run_dir / f"epoch-{epoch}"
+
+
+def epoch_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """The run's epoch checkpoints that hold a manifest, ``(epoch, folder)``, oldest first."""
+    if not run_dir.is_dir():
+        return []
+    found = []
+    for path in run_dir.iterdir():
+        match = _EPOCH_FOLDER.match(path.name)
+        if match and (path / MANIFEST).is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def prune_epoch_checkpoints(run_dir: Path, keep: int, epoch: int) -> None:
+    """Remove the epoch checkpoints except those of epochs ``epoch − keep + 1 … epoch``."""
+    if not run_dir.is_dir():
+        return
+    for path in run_dir.iterdir():
+        match = _EPOCH_FOLDER.match(path.name)
+        if match and path.is_dir() and not epoch - keep < int(match.group(1)) <= epoch:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def checkpoint_in(path: str | Path) -> Path:
