@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -112,7 +113,11 @@ def apply_threads(args: argparse.Namespace) -> None:
     """
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
-    runtime.configure_threads(args.threads)
+    threads = args.threads
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's, on this machine
+    if threads is None and processes > 1:
+        threads = max(1, runtime.default_threads() // processes)
+    runtime.configure_threads(threads)
     if args.command == "train" and args.threads is not None:
         args.overrides.append(f"train.threads={args.threads}")
 

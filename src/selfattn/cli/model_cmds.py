@@ -13,6 +13,8 @@ from selfattn.data.batching.lengths import unit
 from selfattn.data.types import Example
 from selfattn.messages import plural
 from selfattn.pipeline import Predictor, run
+from selfattn.pipeline.run import batches_per_epoch, prepare
+from selfattn.train import distributed
 from selfattn.train.config import load_config
 from selfattn.train.loop import TrainResult
 from selfattn.viz import plot_attention
@@ -47,6 +49,7 @@ TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.
   train.layer_lr_decay=0.9   train.freeze_encoder=true (a linear probe of the checkpoint)
   train.checkpoint_activations=true  recompute each block in backward (less memory)
   train.keep_epochs=N        keep RUN/epoch-E of the last N epochs for selfattn average
+  train.distributed=ddp|fsdp under torchrun / --nproc: replicate or shard the model
 """
 
 
@@ -70,12 +73,25 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="plain log lines instead of a progress bar (the default off a terminal)",
     )
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="train on N processes of this machine (torchrun --standalone; each takes "
+        "1/N of every batch of data.batch_size examples); for several machines run "
+        "torchrun ... -m selfattn train yourself",
+    )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = TRAIN_FIELDS
 
 
 def run_train(args: argparse.Namespace) -> int:
     """Train, then report the best epoch (and what chose it) and where the checkpoints are."""
+    if getattr(args, "nproc", None) is not None:
+        return launch_train(args)
+    main_rank = distributed.world_from_env().rank == 0
+    if not main_rank:  # under torchrun, rank 0 alone reports
+        return run_quietly(args)
     config = load_config(args.config, args.overrides)
     result, prepared = run(
         config,
@@ -95,6 +111,36 @@ def run_train(args: argparse.Namespace) -> int:
         print(summary)
     print(f"checkpoints: {result.run_dir / 'best'}  {result.run_dir / 'last'}")
     return 0
+
+
+def run_quietly(args: argparse.Namespace) -> int:
+    """A rank other than 0: train, print nothing."""
+    config = load_config(args.config, args.overrides)
+    run(config, resume=args.resume, overwrite=args.overwrite, progress=False)
+    return 0
+
+
+def launch_train(args: argparse.Namespace) -> int:
+    """``--nproc N``: check that N processes can share the run's batches, then start
+    ``selfattn train`` (the same arguments) on N processes with torchrun; its exit status.
+
+    Raises:
+        ValueError: N < 1, inside torchrun already, N not dividing ``data.batch_size`` or
+            more than the batches of an epoch.
+    """
+    if distributed.inside_torchrun():
+        raise ValueError("--nproc inside torchrun: torchrun already started the processes")
+    config = load_config(args.config, args.overrides)
+    distributed.check_world_size(args.nproc, config.data.batch_size)
+    steps = batches_per_epoch(config, prepare(config))
+    distributed.check_world_size(args.nproc, config.data.batch_size, steps)
+    arguments = [str(args.config)]
+    for override in args.overrides:
+        arguments += ["--set", override]
+    for flag in ("resume", "overwrite", "no_progress"):
+        if getattr(args, flag):
+            arguments.append("--" + flag.replace("_", "-"))
+    return distributed.launch(args.nproc, arguments)
 
 
 def best_epoch_summary(result: TrainResult) -> str | None:

@@ -15,6 +15,7 @@ from selfattn.data import RECIPES, batches, load_dataset
 from selfattn.data.batching.splits import DEV_SEED
 from selfattn.pipeline.task import Prepared, Task, task_named
 from selfattn.train.config import Config
+from selfattn.train.distributed import share
 from selfattn.train.loop import TrainResult, train
 
 # Importing the task modules registers them.
@@ -57,6 +58,11 @@ def prepare(config: Config) -> Prepared:
     return Prepared(task, splits, notes)
 
 
+def batches_per_epoch(config: Config, prepared: Prepared) -> int:
+    """How many optimizer steps an epoch of ``config`` takes (the same every epoch)."""
+    return len(batches(prepared.splits.train, config.data.batch_size, shuffle=True))
+
+
 def run(
     config: Config,
     *,
@@ -79,7 +85,8 @@ def run(
 
     def train_batches(epoch: int) -> list[Any]:
         groups = batches(train_split, size, shuffle=True, seed=seed * 1000 + epoch)
-        return [task.collate(group) for group in groups]
+        # Under torchrun, this process's share of each global batch.
+        return [share(group, task.collate) for group in groups]
 
     dev = prepared.batches_of(prepared.splits.dev) if prepared.splits.dev else None
     result = train(

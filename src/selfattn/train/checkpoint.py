@@ -91,7 +91,7 @@ class Checkpoint:
 def save_checkpoint(
     directory: Path,
     model: nn.Module | Mapping[str, Tensor],
-    optimizer: torch.optim.Optimizer | None,
+    optimizer: torch.optim.Optimizer | Mapping[str, Any] | None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None,
     state: dict[str, Any],
     config: Config,
@@ -107,7 +107,7 @@ def save_checkpoint(
         directory: the checkpoint folder, e.g. ``run_dir / "last"``.
         model: its weights go to safetensors; a :class:`TaskModel`'s spec is kept too.
             Or the weights themselves, a ``state_dict`` (then give ``spec``).
-        optimizer: its state (or ``None``).
+        optimizer: its state (or ``None``); or that state itself, a ``state_dict``.
         scheduler: its state (or ``None``).
         state: the loop's state; JSON-serialisable values.
         config: the run's configuration.
@@ -139,7 +139,9 @@ def save_checkpoint(
     }
     json.dumps(manifest)  # a value JSON cannot store fails here, before any write
     training = {
-        "optimizer": None if optimizer is None else optimizer.state_dict(),
+        "optimizer": optimizer.state_dict()
+        if isinstance(optimizer, torch.optim.Optimizer)
+        else optimizer,
         "scheduler": None if scheduler is None else scheduler.state_dict(),
         "scaler": None if scaler is None or not scaler.is_enabled() else scaler.state_dict(),
         "rng": get_rng_state(),

@@ -33,6 +33,7 @@ Schedule = Literal["linear", "cosine", "constant"]
 DeviceName = Literal["cpu", "cuda", "auto"]
 DataTask = Literal["auto", "seq2seq", "regression"]
 Overlong = Literal["refuse", "cut"]
+Strategy = Literal["ddp", "fsdp"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,13 @@ class TrainConfig:
             decoder, a pretrained BERT); an architecture without one is refused.
         keep_epochs: also keep the checkpoint of each of the last N epochs as
             ``run_dir/epoch-E/``, for ``selfattn average``; ``0`` keeps none.
+        distributed: how several processes train (read only when torchrun, or
+            ``selfattn train --nproc N``, starts more than one; see
+            :mod:`selfattn.train.distributed`): ``ddp`` keeps a copy of the model in each
+            process (DistributedDataParallel); ``fsdp`` shards parameters, gradients and
+            optimizer state across them (FSDP2, per block of every stack).
+        distributed_timeout: seconds a process waits for the others at a collective
+            before the job fails with an error (a rank that died or hangs).
     """
 
     epochs: int = 10
@@ -159,8 +167,14 @@ class TrainConfig:
     freeze_encoder: bool = False
     checkpoint_activations: bool = False
     keep_epochs: int = 0
+    distributed: Strategy = "ddp"
+    distributed_timeout: float = 300.0
 
     def __post_init__(self) -> None:
+        if self.distributed_timeout <= 0:
+            raise ValueError(
+                f"train.distributed_timeout must be > 0, got {self.distributed_timeout}"
+            )
         if self.checkpoint_every is not None and self.checkpoint_every < 1:
             raise ValueError(
                 f"train.checkpoint_every must be >= 1 or none, got {self.checkpoint_every}"
@@ -414,6 +428,7 @@ __all__ = [
     "ModelConfig",
     "Schedule",
     "Seq2SeqConfig",
+    "Strategy",
     "TrainConfig",
     "apply_override",
     "config_from_dict",

@@ -20,6 +20,10 @@ restored. Mid-epoch, it calls ``train_batches(epoch)`` again from the RNG state 
 epoch began with, skips the batches already trained on, and then restores the RNG state
 of the saved step (so a generator may also draw batch by batch). It ends in exactly the
 state an uninterrupted run reaches (on the CPU; CUDA kernels need not be deterministic).
+
+Started by torchrun (``WORLD_SIZE`` > 1), each process trains on its share of every batch
+and only rank 0 writes files and shows progress; the loop asks
+:mod:`selfattn.train.distributed` what that takes, and one process behaves as without it.
 """
 
 from __future__ import annotations
@@ -37,7 +41,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from selfattn.data.specials import IGNORE_INDEX
 from selfattn.messages import plural
 from selfattn.models.checkpointing import enable_activation_checkpointing
 from selfattn.tasks.model import TaskSpec
@@ -50,6 +53,14 @@ from selfattn.train.checkpoint import (
     write_atomic,
 )
 from selfattn.train.config import Config, config_to_toml
+from selfattn.train.distributed import (
+    Distributed,
+    StepTotals,
+    World,
+    check_world_size,
+    unpack,
+    world_from_env,
+)
 from selfattn.train.objective import Objective
 from selfattn.train.optim import WarmupDecay, build_optimizer, build_scheduler
 from selfattn.train.progress import Progress, ProgressMode, StopOnSignal
@@ -120,6 +131,7 @@ class _Parts:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
     scaler: torch.amp.GradScaler | None
+    loss: Callable[[Any, int], torch.Tensor]  # (batch, step) → loss, through DDP / FSDP
     epoch_rng: dict[str, Any] | None = None
 
 
@@ -213,6 +225,7 @@ class Trainer:
                 )
         self._console = Progress("off", 0)
         self._stop = StopOnSignal(self._console.notice)
+        self.dist = Distributed(World())
         self._last_save = 0.0
         self._saved: str | None = None  # where the loop stood at the last saved `last`
 
@@ -231,10 +244,23 @@ class Trainer:
             TrainingInterrupted: Ctrl-C or SIGTERM; ``last`` was saved first.
         """
         train_config = self.config.train
+        world = world_from_env()
+        self.dist = Distributed(world, train_config.distributed, train_config.distributed_timeout)
+        if world.size > 1:
+            check_world_size(world.size, self.config.data.batch_size)
+            self.device = self.dist.start(self.device)
+        try:
+            result = self._run(resume=resume, overwrite=overwrite)
+        except BaseException:
+            self.dist.close(wait=False)  # the other ranks fail at once instead of waiting
+            raise
+        self.dist.close()
+        return result
+
+    def _run(self, *, resume: bool, overwrite: bool) -> TrainResult:
+        train_config = self.config.train
         last = checkpoint_to_resume(self.run_dir) if resume else None
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        if last is None:
-            claim_run_dir(self.run_dir, overwrite)
+        self._claim(last is None, overwrite)
         if train_config.threads is not None:  # None: the count the process runs with
             from selfattn.runtime import configure_threads
 
@@ -247,6 +273,7 @@ class Trainer:
                 f"{self.config.model.architecture!r} has no stack of blocks to recompute; "
                 "leave it false"
             )
+        loss = self.dist.wrap(model, self.objective)  # FSDP shards: the optimizer comes after
         optimizer = build_optimizer(model, train_config)
         scaler = (
             torch.amp.GradScaler("cuda") if self.amp_dtype is torch.float16 else None
@@ -282,19 +309,31 @@ class Trainer:
                 "threads": torch.get_num_threads(),
                 **_EPOCH_START,
             }
+        trained_by = state.pop("world_size", 1)
+        if self.dist.size > 1:
+            check_world_size(self.dist.size, self.config.data.batch_size, state["steps_per_epoch"])
+            state["world_size"] = self.dist.size
         total_steps = state["steps_per_epoch"] * train_config.epochs
         scheduler = build_scheduler(optimizer, train_config, total_steps)
-        parts = _Parts(model, optimizer, scheduler, scaler, epoch_rng)
+        parts = _Parts(model, optimizer, scheduler, scaler, loss, epoch_rng)
         if checkpoint is not None:
             history = self._restore(parts, checkpoint, state, total_steps)
         else:
             history = []
-            write_atomic(self.run_dir / "config.toml", config_to_toml(self.config).encode())
+            if self.dist.is_main():
+                write_atomic(self.run_dir / "config.toml", config_to_toml(self.config).encode())
 
-        self._console = Progress(self.progress, total_steps, state["step"])
+        self._console = Progress(
+            self.progress if self.dist.is_main() else "off", total_steps, state["step"]
+        )
         self._stop = StopOnSignal(self._console.notice)
         with self._console, self._stop:
             self._console.say(self._opening(state, resumed=last is not None))
+            if last is not None and trained_by != self.dist.size:
+                self._console.say(
+                    f"resuming a run of {plural(trained_by, 'process')} with "
+                    f"{self.dist.size}: the batches are global, so it goes on as before"
+                )
             self._last_save = time.monotonic()
             try:
                 self._epochs(parts, state, history, first_epoch)
@@ -311,13 +350,28 @@ class Trainer:
         best = next((h for h in history if h["epoch"] == state["best_epoch"]), None)
         return TrainResult(model, history, best, bool(state["stopped_early"]), self.run_dir)
 
+    def _claim(self, fresh: bool, overwrite: bool) -> None:
+        """Create ``run_dir`` and, for a fresh run, claim it (rank 0; its refusal is
+        every rank's)."""
+        refusal = None
+        if self.dist.is_main():
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            if fresh:
+                try:
+                    claim_run_dir(self.run_dir, overwrite)
+                except ValueError as error:
+                    if self.dist.size == 1:
+                        raise
+                    refusal = str(error)
+        self.dist.settle(refusal)
+
     def _restore(
         self, parts: _Parts, checkpoint: Checkpoint, state: dict[str, Any], total_steps: int
     ) -> list[dict[str, Any]]:
         """Put the run back as ``checkpoint`` left it; returns the metrics lines kept."""
-        parts.model.load_state_dict(checkpoint.model_state)
-        if checkpoint.optimizer_state is not None:
-            parts.optimizer.load_state_dict(checkpoint.optimizer_state)
+        self.dist.load(
+            parts.model, parts.optimizer, checkpoint.model_state, checkpoint.optimizer_state
+        )
         if checkpoint.scheduler_state is not None:
             parts.scheduler.load_state_dict(checkpoint.scheduler_state)
             # A resumed run may have been given more epochs: stretch the decay to them.
@@ -333,7 +387,7 @@ class Trainer:
             )
         set_rng_state(checkpoint.rng_state)
         self._saved = self._position(state)
-        return truncate_metrics(self.run_dir, state["epoch"])
+        return truncate_metrics(self.run_dir, state["epoch"]) if self.dist.is_main() else []
 
     def _epochs(
         self,
@@ -359,10 +413,12 @@ class Trainer:
             history.append(line)
             # Metrics first: a crash before `last` is saved re-runs this epoch, and the
             # resumed run drops the lines of epochs later than its checkpoint.
-            append_metrics(self.run_dir, line)
+            if self.dist.is_main():
+                append_metrics(self.run_dir, line)
             self._save_epoch(parts, state, line)
             self._console.epoch_end(line, epochs)
-            if self._stop.requested and epoch + 1 < epochs and not state["stopped_early"]:
+            (stop,) = self.dist.agree(self._stop.requested)
+            if stop and epoch + 1 < epochs and not state["stopped_early"]:
                 raise TrainingInterrupted(
                     f"interrupted after epoch {epoch + 1} of {epochs}; checkpoint saved in "
                     f"{self.run_dir / 'last'}",
@@ -412,28 +468,30 @@ class Trainer:
         epoch = state["epoch"] + 1
         epochs, steps = self.config.train.epochs, state["steps_per_epoch"]
         parts.model.train()
-        for batch in batches:
+        for item in batches:
+            batch, counts = unpack(item)  # a rank's empty share of a batch counts 0
             batch = batch.to(self.device)
-            loss = self._step(parts, batch, state["step"])
+            totals = self._step(parts, batch, state["step"], counts)
             parts.scheduler.step()
-            n = int((batch.labels != IGNORE_INDEX).sum())
             state["step"] += 1
             state["batch"] += 1
-            state["loss_sum"] += loss * n
-            state["units"] += n
-            state["tokens"] += batch.num_tokens
+            state["loss_sum"] += totals.loss_sum
+            state["units"] += totals.units
+            state["tokens"] += totals.tokens
             state["train_seconds"] = seconds_before + time.perf_counter() - started
             rate = state["tokens"] / max(state["train_seconds"], 1e-9)
             mean_loss = state["loss_sum"] / max(state["units"], 1)
             self._console.step(f"{epoch}/{epochs}", state["batch"], steps, mean_loss, rate)
-            # Between steps, never inside one: a signal only sets a flag that is read here.
-            if self._stop.requested:
+            # Between steps, never inside one: a signal only sets a flag that is read here
+            # (by every rank at the same step).
+            stop, save_due = self.dist.agree(self._stop.requested, self._mid_epoch_save_due(state))
+            if stop:
                 self._save_last(parts, state)
                 raise TrainingInterrupted(
                     f"interrupted at {self._saved}; checkpoint saved in {self.run_dir / 'last'}",
                     self.run_dir / "last",
                 )
-            if self._mid_epoch_save_due(state):
+            if save_due:
                 self._save_last(parts, state)
 
     def _epoch_line(self, parts: _Parts, state: dict[str, Any]) -> dict[str, Any]:
@@ -446,7 +504,8 @@ class Trainer:
             "lr": max(parts.scheduler.get_last_lr()),
         }
         if self.dev_batches is not None:
-            dev = self.objective.evaluate(parts.model, self.dev_batches(), device=self.device)
+            with self.dist.evaluating():  # every rank, the whole dev set: the same decisions
+                dev = self.objective.evaluate(parts.model, self.dev_batches(), device=self.device)
             line.update({f"dev_{key}": value for key, value in dev.items()})
             score = dev["accuracy"] if "accuracy" in dev else -dev["loss"]  # regression
         else:
@@ -462,8 +521,9 @@ class Trainer:
         line["best_epoch"] = state["best_epoch"]
         return line
 
-    def _step(self, parts: _Parts, batch: Any, step: int) -> float:
-        """One optimizer step on ``batch``; returns its (smoothed) loss."""
+    def _step(self, parts: _Parts, batch: Any, step: int, counts: bool = True) -> StepTotals:
+        """One optimizer step on ``batch``; returns its (smoothed) loss summed over the
+        global batch, with its units and tokens (``counts``: whether this rank's do)."""
         train_config = self.config.train
         model, optimizer, scaler = parts.model, parts.optimizer, parts.scaler
         autocast = (
@@ -472,7 +532,8 @@ class Trainer:
             else contextlib.nullcontext()
         )
         with autocast:
-            loss = self.objective.loss(model, batch, step)
+            loss = parts.loss(batch, step)
+        loss, totals = self.dist.reduce(loss, batch, counts)
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None:
             scaler.scale(loss).backward()
@@ -486,7 +547,7 @@ class Trainer:
             scaler.update()
         else:
             optimizer.step()
-        return float(loss.detach())
+        return totals
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -512,19 +573,23 @@ class Trainer:
         """
         keep = self.config.train.keep_epochs
         if keep:
-            save_checkpoint(
-                epoch_checkpoint(self.run_dir, line["epoch"]),
-                parts.model,
-                None,
-                None,
-                dict(state),
-                self.config,
-                self.vocabs,
-            )
+            weights, _ = self.dist.states(parts.model, None)
+            if self.dist.is_main():
+                save_checkpoint(
+                    epoch_checkpoint(self.run_dir, line["epoch"]),
+                    weights,
+                    None,
+                    None,
+                    dict(state),
+                    self.config,
+                    self.vocabs,
+                    spec=getattr(parts.model, "spec", None),
+                )
         if state["best_epoch"] == line["epoch"]:
             self._write(parts, state, "best")
         self._write(parts, state, "last")
-        prune_epoch_checkpoints(self.run_dir, keep, line["epoch"])
+        if self.dist.is_main():
+            prune_epoch_checkpoints(self.run_dir, keep, line["epoch"])
 
     def _write(
         self,
@@ -533,17 +598,20 @@ class Trainer:
         name: str,
         epoch_rng: dict[str, Any] | None = None,
     ) -> None:
-        save_checkpoint(
-            self.run_dir / name,
-            parts.model,
-            parts.optimizer,
-            parts.scheduler,
-            dict(state),
-            self.config,
-            self.vocabs,
-            scaler=parts.scaler,
-            epoch_rng_state=epoch_rng,
-        )
+        weights, optimizer = self.dist.states(parts.model, parts.optimizer)  # FSDP gathers
+        if self.dist.is_main():
+            save_checkpoint(
+                self.run_dir / name,
+                weights,
+                optimizer,
+                parts.scheduler,
+                dict(state),
+                self.config,
+                self.vocabs,
+                scaler=parts.scaler,
+                epoch_rng_state=epoch_rng,
+                spec=getattr(parts.model, "spec", None),
+            )
         if name == "last":
             self._saved = self._position(state)
             self._last_save = time.monotonic()
@@ -559,6 +627,7 @@ class Trainer:
             where = str(self.device)
             if self.device.type == "cpu":
                 where += f", {plural(torch.get_num_threads(), 'thread')}"
+            where += self.dist.describe()
             return (
                 f"training {self.run_dir}: {plural(epochs, 'epoch')} of "
                 f"{plural(state['steps_per_epoch'], 'step')} on {where}"

@@ -30,6 +30,8 @@ HARMLESS_CHANGES = (
     "train.checkpoint_every",
     "train.checkpoint_activations",
     "train.keep_epochs",
+    "train.distributed",
+    "train.distributed_timeout",
 )
 _EPOCH_FOLDER = re.compile(r"^epoch-(\d+)$")
 

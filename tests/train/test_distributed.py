@@ -1,0 +1,215 @@
+"""Training on several processes (torchrun, gloo on the CPU): the same run as one process."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from selfattn.cli.main import main
+from selfattn.train.checkpoint import MANIFEST, load_checkpoint
+from selfattn.train.distributed import EmptyShare, share, world_from_env
+
+GOOD, BAD = ["warm", "funny", "best", "great"], ["dull", "long", "mess", "worst"]
+#: A bias that softmax attention cannot see (its gradient is 0 up to rounding, which
+#: AdamW's normalisation blows up to ±lr): compared loosely.
+INVISIBLE = "k_proj.bias"
+
+
+def write_run(folder: Path, rows: int = 63, epochs: int = 2) -> Path:
+    """A review file of ``rows`` rows and a config of a tiny model (no dropout)."""
+    rng = random.Random(0)
+    lines = []
+    for i in range(rows):
+        words = [rng.choice(GOOD if i % 2 else BAD) for _ in range(rng.randint(1, 5))]
+        lines.append(f"{('neg', 'pos')[i % 2]},a {' '.join(words)} film")
+    data = folder / "train.csv"
+    data.write_text("label,text\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    config = folder / "config.toml"
+    config.write_text(
+        f"""run_dir = "{folder / "run"}"
+[data]
+dataset = "{data}"
+batch_size = 8
+max_len = 48
+[model]
+embed_dim = 16
+num_heads = 2
+num_layers = 2
+ffn_dim = 16
+dropout = 0.0
+[train]
+epochs = {epochs}
+warmup_steps = 1
+device = "cpu"
+threads = 1
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def selfattn(*args: str, **popen: Any) -> subprocess.Popen[str]:
+    """``python -m selfattn ARGS`` with one thread per process."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
+        env.pop(name, None)
+    command = [sys.executable, "-m", "selfattn", *args]
+    return subprocess.Popen(command, env=env, text=True, **popen)
+
+
+def train(config: Path, run_dir: Path, *args: str) -> None:
+    process = selfattn(
+        "train",
+        str(config),
+        "--no-progress",
+        "--set",
+        f"run_dir={run_dir}",
+        *args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, output
+
+
+def losses(run_dir: Path) -> list[float]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line)["train_loss"] for line in lines]
+
+
+def assert_same_weights(a: Path, b: Path, atol: float = 1e-5) -> None:
+    first, second = load_checkpoint(a).model_state, load_checkpoint(b).model_state
+    assert first.keys() == second.keys()  # no ``module.`` prefix
+    for key, value in first.items():
+        tolerance = 1e-3 if key.endswith(INVISIBLE) else atol
+        torch.testing.assert_close(second[key], value, atol=tolerance, rtol=0, msg=key)
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The config and the run of one process (the reference)."""
+    folder = tmp_path_factory.mktemp("distributed")
+    config = write_run(folder)
+    train(config, folder / "one")
+    return config, folder / "one"
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_processes_train_as_one(one_process: tuple[Path, Path], strategy: str) -> None:
+    config, reference = one_process
+    run_dir = reference.parent / strategy
+    train(config, run_dir, "--nproc", "2", "--set", f"train.distributed={strategy}")
+    # 57 training examples in batches of 8: the last batch of 1 leaves rank 1 empty-handed.
+    assert losses(run_dir) == pytest.approx(losses(reference), abs=1e-5)
+    assert_same_weights(reference / "last", run_dir / "last")
+    state = load_checkpoint(run_dir / "last").optimizer_state
+    assert state is not None and len(state["state"]) == len(
+        load_checkpoint(reference / "last").model_state
+    )
+    # The checkpoint loads in one process.
+    threads = torch.get_num_threads()
+    try:
+        assert main(["eval", str(run_dir), "--split", "dev"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("resume_with", ["1", "2-ddp", "2-fsdp"])
+def test_killed_launcher_leaves_a_resumable_run(tmp_path: Path, resume_with: str) -> None:
+    config = write_run(tmp_path, epochs=6)
+    train(config, tmp_path / "whole", "--set", "train.checkpoint_every=1000")
+    run_dir = tmp_path / "killed"
+    launcher = selfattn(
+        "train",
+        str(config),
+        "--no-progress",
+        "--nproc",
+        "2",
+        "--set",
+        f"run_dir={run_dir}",
+        "--set",
+        "train.checkpoint_every=1",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 90
+    while not (run_dir / "last" / MANIFEST).exists() and launcher.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(launcher.pid, signal.SIGKILL)  # the launcher and its ranks
+    launcher.wait()
+    state = load_checkpoint(run_dir / "last").state
+    assert state["step"] < 6 * 8, "the run ended before it was killed"
+    extra = []
+    if resume_with != "1":  # a full checkpoint: any world size, either strategy
+        extra = ["--nproc", "2", "--set", f"train.distributed={resume_with[2:]}"]
+    train(config, run_dir, "--resume", "--set", "train.checkpoint_every=1000", *extra)
+    assert losses(run_dir) == pytest.approx(losses(tmp_path / "whole"), abs=1e-5)
+    assert_same_weights(tmp_path / "whole" / "last", run_dir / "last")
+
+
+def run_cli(*args: str) -> int:
+    threads = torch.get_num_threads()
+    try:
+        return main(list(args))
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(
+    ("nproc", "message"),
+    [
+        ("0", "--nproc must be at least 1"),
+        ("3", "3 processes do not divide data.batch_size = 8"),
+        ("8", "8 processes for an epoch of only"),
+    ],
+)
+def test_nproc_refusals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nproc: str, message: str
+) -> None:
+    config = write_run(tmp_path, rows=30)  # 27 training examples: 4 batches of 8
+    assert run_cli("train", str(config), "--nproc", nproc) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("selfattn train: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_nproc_inside_torchrun_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
+    assert run_cli("train", str(write_run(tmp_path)), "--nproc", "2") == 2
+    assert "--nproc inside torchrun" in capsys.readouterr().err
+
+
+def test_world_size_without_rendezvous_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert run_cli("train", str(write_run(tmp_path))) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("selfattn train: error: torchrun without a rendezvous")
+
+
+def test_share_takes_every_nth_example(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert share([1, 2, 3], list) == [1, 2, 3]
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for name, value in (("RANK", "1"), ("LOCAL_RANK", "1"), ("MASTER_ADDR", "x")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MASTER_PORT", "1")
+    assert world_from_env().rank == 1
+    assert share([1, 2, 3, 4, 5], list) == [2, 4]
+    assert share([1], list) == EmptyShare([1])
