@@ -15,6 +15,30 @@ the same work whatever the random weights prefer.
    position onto the vocabulary, so its cost grows with t² and includes t·V projections.
 2. Sentences/s of greedy, beam search (``--beam-size``) and NAT (one decoder pass at the
    same output length) at each batch size, and each ÷ greedy.
+3. Ours ÷ Hugging Face: ``greedy`` / ``beam_search`` against
+   ``MarianMTModel.generate`` (``num_beams`` 1 and ``--hf-beam-size``, ``do_sample=False``,
+   KV cache on both sides) at ``--hf-batches``, new tokens/s of each and the ratio ours ÷
+   HF (> 1: ours is faster). The pair is its own model, built to Marian's design: post-LN
+   blocks without a final norm, relu, sinusoidal positions, one embedding table shared by
+   source and target and tied to the output, embeddings scaled by √E
+   (``scale_embedding=True``), ``--hf-layers`` + ``--hf-layers`` layers (default 4 + 4),
+   sources of ``--hf-source-len`` tokens (16), no padding, ``attn_implementation="sdpa"``.
+   Marian is built from a ``MarianConfig`` (random weights, no hub name) and then gets
+   ours' weights, so the two are the same function: the teacher-forced next-token
+   log-probabilities are compared and the largest difference printed (0 or float error).
+   What had to be aligned: Marian's position table puts every sine before every cosine
+   where ours interleaves them, so ours' table is copied into Marian's (a lookup either
+   way); Marian starts the decoder at ``decoder_start_token_id`` = our BOS; ours never
+   emits PAD or BOS, so HF gets ``suppress_tokens = [PAD, BOS]``; Marian's default
+   ``forced_eos_token_id`` and ``bad_words_ids`` are cleared. Each timed call encodes the
+   source and generates ``--tokens`` (n) new tokens per sentence: HF with
+   ``min_new_tokens = max_new_tokens = n`` (EOS banned throughout), ours with
+   ``min_len = max_len = n - 1`` plus the EOS forced at ``max_len``, so both make n
+   decoder calls (counted with forward hooks at 8 tokens and printed) and the first n − 1
+   tokens are compared (``same tokens in k/B``). Random weights of this kind (tied unit-
+   size embeddings) tend to repeat one token, so equal tokens alone are weak evidence; the
+   log-probability check is the strong one. HF's parameter count includes its two
+   sinusoidal tables (``requires_grad=False``), ours computes them.
 
 Method: median wall-clock over ``--repeats`` calls after an untimed short warm-up; cached
 and recompute calls alternate in one process on the same encoded batch, so machine noise
@@ -26,7 +50,8 @@ noise better than absolute times.
 
 Usage::
 
-    python benchmarks/kv_cache.py              # 128 tokens, batch 1 and 16, 2 threads
+    python benchmarks/kv_cache.py              # 128 tokens, batch 1 and 16 (HF: 1 and 8), 2 threads
+    python benchmarks/kv_cache.py --sections hf --threads 1   # only ours ÷ HF
     python benchmarks/kv_cache.py --quick      # 32 tokens, 1 repeat: a smoke check (~15 s)
     python benchmarks/kv_cache.py --batches 1 4 --tokens 64 --threads 1
 """
@@ -37,17 +62,29 @@ import argparse
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import torch
+from torch import Tensor, nn
 
 from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive
 from selfattn.models import StackConfig
-from selfattn.models.seq2seq import NUM_SPECIALS, EncodedSource, Seq2SeqTransformer, decoder_like
+from selfattn.models.seq2seq import (
+    BOS_ID,
+    EOS_ID,
+    NUM_SPECIALS,
+    PAD_ID,
+    EncodedSource,
+    Seq2SeqTransformer,
+    decoder_like,
+)
 from selfattn.runtime import machine_busy_seconds
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
 WARMUP_TOKENS = 8
+SECTIONS = ("cache", "speed", "hf")
+R = TypeVar("R")
 
 
 def build_model(args: argparse.Namespace) -> Seq2SeqTransformer:
@@ -80,8 +117,8 @@ def encode(model: Seq2SeqTransformer, batch: int, length: int, vocab: int) -> En
 
 
 def timed(
-    calls: dict[str, Callable[[int], DecodeResult]], tokens: int, repeats: int
-) -> tuple[dict[str, float], dict[str, DecodeResult], float]:
+    calls: Mapping[str, Callable[[int], R]], tokens: int, repeats: int
+) -> tuple[dict[str, float], dict[str, R], float]:
     """Median seconds per call of each entry at ``tokens`` tokens (alternating order), the
     last results, and the cores other processes used meanwhile.
 
@@ -90,7 +127,7 @@ def timed(
     """
     for call in calls.values():
         call(min(tokens, WARMUP_TOKENS))
-    results: dict[str, DecodeResult] = {}
+    results: dict[str, R] = {}
     seconds: dict[str, list[float]] = {name: [] for name in calls}
     busy_before, cpu_before, wall_before = machine_busy_seconds(), _own_cpu(), time.time()
     for i in range(repeats):
@@ -150,6 +187,190 @@ def speed_rows(model: Seq2SeqTransformer, args: argparse.Namespace, batch: int) 
     return rows
 
 
+# --- 3. ours ÷ Hugging Face (MarianMTModel.generate) -----------------------------------
+
+
+def build_pair(args: argparse.Namespace) -> tuple[Seq2SeqTransformer, nn.Module]:
+    """Ours (post-LN, sinusoidal, shared and tied embeddings) and a ``MarianMTModel`` of the
+    same design holding the same weights, both in eval mode."""
+    from transformers import MarianConfig, MarianMTModel
+
+    torch.manual_seed(0)
+    stack = StackConfig(
+        args.embed_dim,
+        args.num_heads,
+        args.ffn_dim,
+        num_layers=args.hf_layers,
+        positional="sinusoidal",
+        max_len=max(args.tokens, args.hf_source_len),
+        norm_first=False,
+    )
+    ours = Seq2SeqTransformer(
+        stack,
+        decoder_like(stack),
+        target_vocab_size=args.vocab,
+        source_vocab_size=args.vocab,
+        share_embeddings=True,
+        tie_output=True,
+    ).eval()
+    positions = ours.decoder.config.max_len
+    config = MarianConfig(
+        vocab_size=args.vocab,
+        decoder_vocab_size=args.vocab,
+        d_model=args.embed_dim,
+        encoder_layers=args.hf_layers,
+        decoder_layers=args.hf_layers,
+        encoder_attention_heads=args.num_heads,
+        decoder_attention_heads=args.num_heads,
+        encoder_ffn_dim=args.ffn_dim,
+        decoder_ffn_dim=args.ffn_dim,
+        activation_function="relu",
+        max_position_embeddings=positions,
+        scale_embedding=True,  # ours multiplies embeddings by √E too
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+        pad_token_id=PAD_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        decoder_start_token_id=BOS_ID,
+        forced_eos_token_id=None,
+        dropout=0.0,
+        attn_implementation="sdpa",
+    )
+    theirs = MarianMTModel(config).eval()
+    copy_weights(ours, theirs, positions)
+    generation = theirs.generation_config
+    generation.forced_eos_token_id = None
+    generation.bad_words_ids = None
+    generation.suppress_tokens = [PAD_ID, BOS_ID]  # ours never emits them either
+    generation.max_length = None
+    return ours, theirs
+
+
+@torch.no_grad()
+def copy_weights(ours: Seq2SeqTransformer, theirs: nn.Module, positions: int) -> None:
+    """Load ours' weights into the Marian model (same layout but for names and its
+    position table, which gets ours' sinusoids: Marian puts every sine before every
+    cosine, ours interleaves them)."""
+    model = theirs.model  # type: ignore[union-attr]
+    model.shared.weight.copy_(ours.target_embed.weight)
+    table = ours.decoder.absolute(torch.zeros(1, positions, ours.embed_dim), 0)[0]
+    for stack in (model.encoder, model.decoder):
+        stack.embed_positions.weight.copy_(table)
+    attention = ("q_proj", "k_proj", "v_proj", "out_proj")
+    for mine, layer in zip(ours.encoder.layers, model.encoder.layers, strict=True):
+        for name in attention:
+            getattr(layer.self_attn, name).load_state_dict(
+                getattr(mine.self_attn, name).state_dict()
+            )
+        layer.fc1.load_state_dict(mine.feedforward.in_proj.state_dict())
+        layer.fc2.load_state_dict(mine.feedforward.out_proj.state_dict())
+        layer.self_attn_layer_norm.load_state_dict(mine.norm1.state_dict())
+        layer.final_layer_norm.load_state_dict(mine.norm2.state_dict())
+    for mine, layer in zip(ours.decoder.layers, model.decoder.layers, strict=True):
+        for name in attention:
+            getattr(layer.self_attn, name).load_state_dict(
+                getattr(mine.self_attn, name).state_dict()
+            )
+            getattr(layer.encoder_attn, name).load_state_dict(
+                getattr(mine.cross_attn, name).state_dict()
+            )
+        layer.fc1.load_state_dict(mine.feedforward.in_proj.state_dict())
+        layer.fc2.load_state_dict(mine.feedforward.out_proj.state_dict())
+        layer.self_attn_layer_norm.load_state_dict(mine.norm1.state_dict())
+        layer.encoder_attn_layer_norm.load_state_dict(mine.norm2.state_dict())
+        layer.final_layer_norm.load_state_dict(mine.norm3.state_dict())
+
+
+def check_pair(ours: Seq2SeqTransformer, theirs: nn.Module, args: argparse.Namespace) -> float:
+    """Largest difference of the two models' teacher-forced next-token log-probabilities
+    on a random source and target (the weights were copied: it should be float error)."""
+    generator = torch.Generator().manual_seed(0)
+    source = torch.randint(NUM_SPECIALS, args.vocab, (2, args.hf_source_len), generator=generator)
+    target = torch.randint(NUM_SPECIALS, args.vocab, (2, args.tokens), generator=generator)
+    target[:, 0] = BOS_ID
+    with torch.no_grad():
+        padding = torch.zeros_like(source, dtype=torch.bool)
+        mine = ours.decode(target, ours.encode(source, padding)).log_probs
+        logits = theirs(input_ids=source, decoder_input_ids=target).logits
+    return float((mine - logits.log_softmax(-1)).abs().max())
+
+
+def hf_calls(
+    ours: Seq2SeqTransformer, theirs: nn.Module, source: Tensor, beam: int
+) -> dict[str, Callable[[int], list[list[int]]]]:
+    """Ours and HF generating n new tokens from ``source`` (encoder included), each
+    returning the first n - 1 tokens per sentence. Ours emits n - 1 tokens and the EOS
+    forced at ``max_len``; HF emits n with EOS banned (``min_new_tokens``): n decoder calls
+    each."""
+    padding = torch.zeros_like(source, dtype=torch.bool)
+
+    def mine(n: int) -> list[list[int]]:
+        encoded = ours.encode(source, padding)
+        if beam == 1:
+            return greedy(ours, encoded, max_len=n - 1, min_len=n - 1).tokens
+        return beam_search(ours, encoded, beam_size=beam, max_len=n - 1, min_len=n - 1).tokens
+
+    def hf(n: int) -> list[list[int]]:
+        out = theirs.generate(  # type: ignore[operator]
+            input_ids=source,
+            attention_mask=(~padding).long(),
+            num_beams=beam,
+            do_sample=False,
+            min_new_tokens=n,
+            max_new_tokens=n,
+        )
+        return out[:, 1:n].tolist()  # without the decoder start (our BOS)
+
+    return {"ours": torch.no_grad()(mine), "hf": torch.no_grad()(hf)}
+
+
+def count_decoder_calls(
+    ours: Seq2SeqTransformer, theirs: nn.Module, calls: dict[str, Callable[[int], object]]
+) -> dict[str, int]:
+    """Decoder forward calls of one ``WARMUP_TOKENS``-token call of each side."""
+    counts = {"ours": 0, "hf": 0}
+    decoders = {"ours": ours.decoder, "hf": theirs.model.decoder}  # type: ignore[union-attr]
+    for side, decoder in decoders.items():
+
+        def hook(*_: object, side: str = side) -> None:
+            counts[side] += 1
+
+        handle = decoder.register_forward_hook(hook)
+        calls[side](WARMUP_TOKENS)
+        handle.remove()
+    return counts
+
+
+def hf_rows(
+    ours: Seq2SeqTransformer, theirs: nn.Module, args: argparse.Namespace, batch: int
+) -> list[str]:
+    """Table 3: new tokens/s of ours and HF ``generate``, greedy and beam, at one batch."""
+    generator = torch.Generator().manual_seed(batch)
+    source = torch.randint(
+        NUM_SPECIALS, args.vocab, (batch, args.hf_source_len), generator=generator
+    )
+    rows = []
+    for beam in (1, args.hf_beam_size):
+        calls = hf_calls(ours, theirs, source, beam)
+        counts = count_decoder_calls(ours, theirs, calls)
+        seconds, results, foreign = timed(calls, args.tokens, args.repeats)
+        equal = sum(a == b for a, b in zip(results["ours"], results["hf"], strict=True))
+        notes = [
+            f"decoder calls at {WARMUP_TOKENS} tokens {counts['ours']}/{counts['hf']}",
+            f"same tokens in {equal}/{batch}",
+        ]
+        if foreign > FOREIGN_LOAD_NOTE:
+            notes.append(f"noisy: other processes used {foreign:.1f} cores")
+        rate = {side: batch * args.tokens / seconds[side] for side in seconds}
+        name = "greedy" if beam == 1 else f"beam {beam}"
+        rows.append(
+            f"{batch:>5} {name:<8} {rate['ours']:>12.1f} {rate['hf']:>10.1f} "
+            f"{rate['ours'] / rate['hf']:>8.2f}  " + "; ".join(notes)
+        )
+    return rows
+
+
 def _own_cpu() -> float:
     t = os.times()
     return t.user + t.system
@@ -168,6 +389,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--beam-size", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per entry")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    parser.add_argument(
+        "--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="tables to print"
+    )
+    parser.add_argument("--hf-batches", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--hf-layers", type=int, default=4, help="ours ÷ HF: layers per stack")
+    parser.add_argument("--hf-source-len", type=int, default=16)
+    parser.add_argument("--hf-beam-size", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="32 tokens, 1 repeat: a smoke check")
     args = parser.parse_args(argv)
     if args.quick:
@@ -178,13 +406,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    model = build_model(args)
     print(
-        f"E={args.embed_dim} H={args.num_heads} layers={args.num_layers}+{args.num_layers} "
-        f"FFN={args.ffn_dim} V={args.vocab} fp32, source {args.source_len} tokens, "
+        f"E={args.embed_dim} H={args.num_heads} FFN={args.ffn_dim} V={args.vocab} fp32, "
         f"{args.tokens} tokens generated, {torch.get_num_threads()} threads, "
         f"torch {torch.__version__}, median of {args.repeats}"
     )
+    if "cache" in args.sections or "speed" in args.sections:
+        model = build_model(args)
+        print(
+            f"tables 1-2: pre-LN, {args.num_layers}+{args.num_layers} layers, source "
+            f"{args.source_len} tokens"
+        )
+    if "cache" in args.sections:
+        print_cache_table(model, args)
+    if "speed" in args.sections:
+        print_speed_table(model, args)
+    if "hf" in args.sections:
+        print_hf_table(args)
+
+
+def print_cache_table(model: Seq2SeqTransformer, args: argparse.Namespace) -> None:
     print("\n1. greedy decoding: KV cache ÷ recomputing the prefix (ms per sentence)")
     header = (
         f"{'batch':>5} {'cached ms':>13} {'recompute ms':>15} {'cached/recompute':>17} "
@@ -194,12 +435,36 @@ def main(argv: list[str] | None = None) -> None:
     print("-" * len(header))
     for batch in args.batches:
         print(cache_row(model, args, batch), flush=True)
+
+
+def print_speed_table(model: Seq2SeqTransformer, args: argparse.Namespace) -> None:
     print(f"\n2. decoding speed (KV cache; NAT: one pass), {args.tokens} tokens per sentence")
     header = f"{'batch':>5} {'method':<8} {'sentences/s':>13} {'÷ greedy':>12} {'mean len':>11}"
     print(header)
     print("-" * len(header))
     for batch in args.batches:
         for row in speed_rows(model, args, batch):
+            print(row, flush=True)
+
+
+def print_hf_table(args: argparse.Namespace) -> None:
+    import transformers
+
+    ours, theirs = build_pair(args)
+    params = [sum(p.numel() for p in m.parameters()) for m in (ours, theirs)]
+    print(
+        f"\n3. ours ÷ Hugging Face MarianMTModel.generate (transformers "
+        f"{transformers.__version__}, sdpa), the same weights: post-LN, sinusoidal, shared and "
+        f"tied embeddings, {args.hf_layers}+{args.hf_layers} layers, source "
+        f"{args.hf_source_len} tokens, {args.tokens} new tokens per sentence (encoder "
+        f"included); parameters ours {params[0]:,}, HF {params[1]:,}; max |Δ log p| "
+        f"teacher-forced = {check_pair(ours, theirs, args):.1e}"
+    )
+    header = f"{'batch':>5} {'method':<8} {'ours tok/s':>12} {'HF tok/s':>10} {'ours/HF':>8}  notes"
+    print(header)
+    print("-" * len(header))
+    for batch in args.hf_batches:
+        for row in hf_rows(ours, theirs, args, batch):
             print(row, flush=True)
 
 

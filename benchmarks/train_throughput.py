@@ -1,72 +1,209 @@
-"""Training throughput of selfattn's ``Encoder`` against ``torch.nn.TransformerEncoder``.
+"""Training throughput of selfattn's token model against ``torch.nn.TransformerEncoder``
+and Hugging Face's ``BertForMaskedLM``, as whole models: token ids in, vocabulary logits out.
 
-Both stacks have the same size (E, H, layers, FFN width), dropout 0, post-LN blocks, batch
-first, and start from the same weights (ours is built with ``EncoderBlock.from_torch``, and
-the forward outputs are checked to agree). Each step is what training does: forward on a
-right-padded batch with its key padding mask, a loss over the real positions, backward,
-and an AdamW step. Ours and the reference run interleaved (alternating order) in one
-process on the same batches, so machine noise hits both; the table gives the median
-tokens/s (real, non-padding tokens) of each and the ratio ours ÷ reference (> 1: ours is
+The three sides (same E, H, layers, FFN width, vocabulary V, post-LN, relu, dropout,
+learned absolute positions, fp32):
+
+* **ours**: the token-task model selfattn builds, ``selfattn.tasks.build_model`` with a
+  ``token`` task and ``num_labels = V``: a word embedding (V × E), a learned position
+  table, our ``Encoder`` (post-LN blocks, fused attention) and ``TokenClassifier`` (dropout
+  and an untied E → V linear).
+* **torch**: the same model with the encoder swapped for ``torch.nn.TransformerEncoder``
+  (``enable_nested_tensor=False``, batch first): ours' embedding, positions and head are
+  copied and ours' block weights loaded into torch's layers, so in eval mode the two give
+  the same logits (the difference is printed).
+* **HF**: ``transformers.BertForMaskedLM`` from a ``BertConfig`` (random weights, no hub
+  name), ``attn_implementation="sdpa"``, ``hidden_act="relu"``, the same dropout on
+  hidden states and attention weights, ``max_position_embeddings`` = ours' position table.
+  BERT is post-LN by design. It does a little more than ours: a token-type embedding
+  added to every position, a LayerNorm on the embeddings, and its MLM head's transform
+  (an E × E dense layer, relu, LayerNorm) before the vocabulary projection; and a little
+  less: that projection is tied to the word embedding (V × E fewer parameters for AdamW
+  to update; the same matrix products). Both parameter counts are printed. BERT has no
+  dropout before its head, ours does. The extra E × E layer costs ~1/(8·layers) of one
+  encoder's matrix work, well under the noise at these sizes.
+
+Each step is what training does: forward on a right-padded batch (lengths in [L/2, L]) with
+its padding mask, cross-entropy of the logits at the real positions against random
+targets (computed the same way outside each model; BERT gets no ``labels``), backward, and
+an AdamW step. The sides take turns on the same batches in one process (the order rotates
+every step, so machine noise hits all), and the table gives the median tokens/s (real,
+non-padding tokens) of each and the ratios ours ÷ torch and ours ÷ HF (> 1: ours is
 faster). Rows timed while other processes used the CPU are marked ``noisy``.
 
 Usage::
 
-    python benchmarks/train_throughput.py                 # B×L = 32×64 and 16×256, ~1 min
-    python benchmarks/train_throughput.py --shapes 8x512 --steps 10
+    python benchmarks/train_throughput.py          # d256 + d512, 32×128, 1 and 2 threads: ~15 min
+    python benchmarks/train_throughput.py --quick  # d256, 8×64, 3 steps, 1 thread: ~10 s
+    python benchmarks/train_throughput.py --sizes d256 --threads 1 --steps 10
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from selfattn.blocks import EncoderBlock
-from selfattn.models import Encoder, StackConfig
+from selfattn.data.types import Batch
 from selfattn.runtime import machine_busy_seconds
+from selfattn.tasks import ModelConfig, TaskModel, build_model
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
+SIDES = ("ours", "torch", "hf")
 
 
-def make_pair(
-    embed_dim: int, num_heads: int, num_layers: int, ffn_dim: int
-) -> tuple[nn.Module, nn.Module]:
-    """``(ours, reference)`` with identical weights."""
-    layer = nn.TransformerEncoderLayer(
-        embed_dim, num_heads, ffn_dim, dropout=0.0, batch_first=True, norm_first=False
+@dataclass(frozen=True)
+class Size:
+    """A model size: E, H, layers, FFN width."""
+
+    embed_dim: int
+    num_heads: int
+    num_layers: int
+    ffn_dim: int
+
+    def __str__(self) -> str:
+        return f"E={self.embed_dim} H={self.num_heads} layers={self.num_layers} FFN={self.ffn_dim}"
+
+
+SIZES = {
+    "tiny": Size(64, 2, 2, 128),  # the smoke test's
+    "d256": Size(256, 4, 4, 1024),
+    "d512": Size(512, 8, 8, 2048),
+}
+
+
+def build_ours(size: Size, vocab: int, max_len: int, dropout: float) -> TaskModel:
+    """selfattn's token model: embedding → learned positions → post-LN Encoder → E → V."""
+    config = ModelConfig(
+        embed_dim=size.embed_dim,
+        num_heads=size.num_heads,
+        num_layers=size.num_layers,
+        ffn_dim=size.ffn_dim,
+        dropout=dropout,
+        positional="learned",
+        norm_first=False,
     )
-    reference = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
-    ours = Encoder(StackConfig(embed_dim, num_heads, ffn_dim, num_layers=num_layers))
-    ours.layers = nn.ModuleList(EncoderBlock.from_torch(block) for block in reference.layers)
-    return ours, reference
+    model = build_model(
+        config,
+        task="token",
+        vocab_size=vocab,
+        char_vocab_size=None,
+        feature_dim=None,
+        num_labels=vocab,
+        max_len=max_len,
+    )
+    assert isinstance(model, TaskModel)
+    return model
+
+
+class TorchTokenModel(nn.Module):
+    """Ours with its encoder swapped for ``torch.nn.TransformerEncoder`` (same weights)."""
+
+    def __init__(self, ours: TaskModel, size: Size, dropout: float) -> None:
+        super().__init__()
+        encoder = ours.encoder.encoder  # type: ignore[union-attr]
+        self.embedding = copy.deepcopy(ours.embedding)
+        self.positional = copy.deepcopy(encoder.absolute)
+        self.embed_dropout = nn.Dropout(dropout)
+        layer = nn.TransformerEncoderLayer(
+            size.embed_dim,
+            size.num_heads,
+            size.ffn_dim,
+            dropout=dropout,
+            batch_first=True,
+            norm_first=False,
+        )
+        self.encoder = nn.TransformerEncoder(layer, size.num_layers, enable_nested_tensor=False)
+        for theirs, block in zip(self.encoder.layers, encoder.layers, strict=True):
+            load_block(theirs, block)
+        self.head = copy.deepcopy(ours.head)
+
+    def forward(self, batch: Batch) -> Tensor:
+        mask = batch.key_padding_mask
+        x = self.embed_dropout(self.positional(self.embedding(batch)))
+        return self.head(self.encoder(x, src_key_padding_mask=mask), mask)
+
+
+@torch.no_grad()
+def load_block(theirs: nn.TransformerEncoderLayer, ours: nn.Module) -> None:
+    """Copy one of our post-LN ``EncoderBlock``s into a torch encoder layer."""
+    attn, ff = ours.self_attn, ours.feedforward
+    projections = (attn.q_proj, attn.k_proj, attn.v_proj)
+    theirs.self_attn.in_proj_weight.copy_(torch.cat([p.weight for p in projections]))
+    theirs.self_attn.in_proj_bias.copy_(torch.cat([p.bias for p in projections]))
+    pairs = [
+        (theirs.self_attn.out_proj, attn.out_proj),
+        (theirs.linear1, ff.in_proj),
+        (theirs.linear2, ff.out_proj),
+        (theirs.norm1, ours.norm1),
+        (theirs.norm2, ours.norm2),
+    ]
+    for target, source in pairs:
+        target.load_state_dict(source.state_dict())
+
+
+def build_hf(size: Size, vocab: int, max_len: int, dropout: float) -> nn.Module:
+    """``BertForMaskedLM`` of the same size, random weights, SDPA attention."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig(
+        vocab_size=vocab,
+        hidden_size=size.embed_dim,
+        num_hidden_layers=size.num_layers,
+        num_attention_heads=size.num_heads,
+        intermediate_size=size.ffn_dim,
+        hidden_act="relu",
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        max_position_embeddings=max_len,
+        attn_implementation="sdpa",
+    )
+    return BertForMaskedLM(config)
+
+
+def hf_logits(model: nn.Module) -> Callable[[Batch], Tensor]:
+    def run(batch: Batch) -> Tensor:
+        assert batch.token_ids is not None
+        attention_mask = (~batch.key_padding_mask).long()
+        return model(input_ids=batch.token_ids, attention_mask=attention_mask).logits
+
+    return run
 
 
 def make_batches(
-    count: int, batch: int, length: int, embed_dim: int, generator: torch.Generator
-) -> list[tuple[Tensor, Tensor]]:
-    """Random ``(x (B, L, E), key_padding_mask (B, L))`` with lengths in [L/2, L]."""
+    count: int, batch: int, length: int, vocab: int, generator: torch.Generator
+) -> list[Batch]:
+    """Random token batches with lengths in [L/2, L], padding id 0 and targets at every
+    real position (-100 at padding)."""
     out = []
     for _ in range(count):
-        x = torch.randn(batch, length, embed_dim, generator=generator)
         lengths = torch.randint(length // 2, length + 1, (batch,), generator=generator)
         lengths[0] = length  # the longest sequence sets L, as a collator would
-        out.append((x, torch.arange(length)[None, :] >= lengths[:, None]))
+        mask = torch.arange(length)[None, :] >= lengths[:, None]
+        ids = torch.randint(1, vocab, (batch, length), generator=generator).masked_fill(mask, 0)
+        labels = torch.randint(0, vocab, (batch, length), generator=generator).masked_fill(
+            mask, -100
+        )
+        out.append(Batch(ids, None, None, mask, labels))
     return out
 
 
 def train_step(
-    run: Callable[[Tensor, Tensor], Tensor], optimizer: torch.optim.Optimizer
-) -> Callable[[Tensor, Tensor], None]:
-    """One forward + backward + AdamW step on a batch."""
+    run: Callable[[Batch], Tensor], optimizer: torch.optim.Optimizer
+) -> Callable[[Batch], None]:
+    """One forward + cross-entropy + backward + AdamW step on a batch."""
 
-    def step(x: Tensor, mask: Tensor) -> None:
-        out = run(x, mask)
-        loss = out.masked_fill(mask[..., None], 0.0).pow(2).mean()
+    def step(batch: Batch) -> None:
+        logits = run(batch)
+        loss = F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), ignore_index=-100)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -74,54 +211,57 @@ def train_step(
     return step
 
 
-def check_agreement(ours: nn.Module, reference: nn.Module, x: Tensor, mask: Tensor) -> float:
-    """Largest difference of the two stacks' outputs at real positions."""
-    with torch.no_grad():
-        a = ours(x, key_padding_mask=mask).last_hidden_state
-        b = reference(x, src_key_padding_mask=mask)
-    real = ~mask
-    return float((a[real] - b[real]).abs().max())
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())  # tied weights are listed once
 
 
-def measure(args: argparse.Namespace, batch: int, length: int) -> dict[str, object]:
+def measure(
+    args: argparse.Namespace, size: Size, batch: int, length: int
+) -> dict[str, float | int]:
+    """Median tokens/s of each side at one size and shape, in the current thread count."""
     torch.manual_seed(0)
-    ours, reference = make_pair(args.embed_dim, args.num_heads, args.num_layers, args.ffn_dim)
-    difference = check_agreement(
-        ours, reference, *make_batches(1, batch, length, args.embed_dim, torch.Generator())[0]
-    )
-    steps = {
-        "ours": train_step(
-            lambda x, m: ours(x, key_padding_mask=m).last_hidden_state,
-            torch.optim.AdamW(ours.parameters(), lr=1e-4),
-        ),
-        "ref": train_step(
-            lambda x, m: reference(x, src_key_padding_mask=m),
-            torch.optim.AdamW(reference.parameters(), lr=1e-4),
-        ),
+    ours = build_ours(size, args.vocab, length, args.dropout)
+    reference = TorchTokenModel(ours, size, args.dropout)
+    hf = build_hf(size, args.vocab, length, args.dropout)
+    runs: dict[str, Callable[[Batch], Tensor]] = {
+        "ours": ours,
+        "torch": reference,
+        "hf": hf_logits(hf),
     }
-    ours.train()
-    reference.train()
-    batches = make_batches(
-        args.steps, batch, length, args.embed_dim, torch.Generator().manual_seed(1)
-    )
-    tokens = [int((~mask).sum()) for _, mask in batches]
-    for role in steps:  # warm-up: allocator, kernels, AdamW state
-        for x, mask in batches[: args.warmup]:
-            steps[role](x, mask)
-    rates: dict[str, list[float]] = {role: [] for role in steps}
+    models: dict[str, nn.Module] = {"ours": ours, "torch": reference, "hf": hf}
+    probe = make_batches(1, batch, length, args.vocab, torch.Generator())[0]
+    for model in models.values():
+        model.eval()
+    with torch.no_grad():
+        real = ~probe.key_padding_mask
+        difference = float((ours(probe)[real] - reference(probe)[real]).abs().max())
+    for model in models.values():
+        model.train()
+    steps = {
+        side: train_step(runs[side], torch.optim.AdamW(models[side].parameters(), lr=1e-4))
+        for side in SIDES
+    }
+    batches = make_batches(args.steps, batch, length, args.vocab, torch.Generator().manual_seed(1))
+    tokens = [int((~b.key_padding_mask).sum()) for b in batches]
+    for side in SIDES:  # warm-up: allocator, kernels, AdamW state
+        for b in batches[: args.warmup]:
+            steps[side](b)
+    rates: dict[str, list[float]] = {side: [] for side in SIDES}
     busy_before, cpu_before, wall_before = machine_busy_seconds(), _own_cpu(), time.time()
-    for i, ((x, mask), n) in enumerate(zip(batches, tokens, strict=True)):
-        for role in ("ours", "ref") if i % 2 else ("ref", "ours"):
+    for i, (b, n) in enumerate(zip(batches, tokens, strict=True)):
+        for side in SIDES[i % 3 :] + SIDES[: i % 3]:  # rotate who goes first
             start = time.perf_counter()
-            steps[role](x, mask)
-            rates[role].append(n / (time.perf_counter() - start))
+            steps[side](b)
+            rates[side].append(n / (time.perf_counter() - start))
     wall = time.time() - wall_before
     foreign = (machine_busy_seconds() - busy_before - (_own_cpu() - cpu_before)) / max(wall, 1e-9)
     return {
-        "ours": statistics.median(rates["ours"]),
-        "ref": statistics.median(rates["ref"]),
+        **{side: statistics.median(rates[side]) for side in SIDES},
         "difference": difference,
         "foreign": foreign,
+        "ours_params": parameter_count(ours),
+        "torch_params": parameter_count(reference),
+        "hf_params": parameter_count(hf),
     }
 
 
@@ -133,41 +273,68 @@ def _own_cpu() -> float:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--shapes", default="32x64,16x256", help="comma-separated BxL (default: %(default)s)"
+        "--sizes",
+        nargs="+",
+        choices=sorted(SIZES),
+        default=["d256", "d512"],
+        help="model sizes (d256: E=256 H=4 4 layers FFN 1024; d512: E=512 H=8 8 layers FFN 2048)",
     )
-    parser.add_argument("--embed-dim", type=int, default=128)
-    parser.add_argument("--num-heads", type=int, default=4)
-    parser.add_argument("--num-layers", type=int, default=2)
-    parser.add_argument("--ffn-dim", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=30, help="timed steps per stack")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per stack")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--shapes", default="32x128", help="comma-separated BxL (default: %(default)s)"
+    )
+    parser.add_argument("--vocab", type=int, default=8192)
+    parser.add_argument("--dropout", type=float, default=0.1, help="ModelConfig's default")
+    parser.add_argument("--steps", type=int, default=7, help="timed steps per side")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps per side")
+    parser.add_argument(
+        "--threads", type=int, nargs="+", default=[1, 2], help="torch intra-op thread counts"
+    )
+    parser.add_argument("--quick", action="store_true", help="d256, 8x64, 3 steps, 1 thread")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.shapes, args.steps, args.threads = ["d256"], "8x64", 3, [1]
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    import transformers
+
     print(
-        f"E={args.embed_dim} H={args.num_heads} layers={args.num_layers} "
-        f"FFN={args.ffn_dim} post-LN dropout=0 fp32, forward+backward+AdamW, "
-        f"{torch.get_num_threads()} threads, torch {torch.__version__}"
+        f"token models: V={args.vocab}, post-LN, relu, dropout {args.dropout}, fp32, "
+        f"forward+cross-entropy+backward+AdamW, median of {args.steps} steps after "
+        f"{args.warmup} warm-up; torch {torch.__version__}, transformers "
+        f"{transformers.__version__}"
     )
-    header = f"{'B x L':>9} {'ours tok/s':>11} {'torch tok/s':>12} {'ours/torch':>11}  notes"
+    header = (
+        f"{'size':>5} {'thr':>3} {'B x L':>9} {'ours tok/s':>11} {'torch tok/s':>12} "
+        f"{'HF tok/s':>9} {'ours/torch':>11} {'ours/HF':>8}  notes"
+    )
     print(header)
     print("-" * len(header))
-    for shape in args.shapes.split(","):
-        batch, length = (int(v) for v in shape.lower().split("x"))
-        row = measure(args, batch, length)
-        notes = [f"max |ours - torch| = {row['difference']:.1e}"]
-        if isinstance(row["foreign"], float) and row["foreign"] > FOREIGN_LOAD_NOTE:
-            notes.append(f"noisy: other processes used {row['foreign']:.1f} cores")
-        ours, ref = float(row["ours"]), float(row["ref"])  # type: ignore[arg-type]
+    counts: dict[str, dict[str, float | int]] = {}
+    for name in args.sizes:
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            for shape in args.shapes.split(","):
+                batch, length = (int(v) for v in shape.lower().split("x"))
+                row = measure(args, SIZES[name], batch, length)
+                counts[name] = row
+                notes = [f"max |ours - torch| logits = {row['difference']:.1e}"]
+                if row["foreign"] > FOREIGN_LOAD_NOTE:
+                    notes.append(f"noisy: other processes used {row['foreign']:.1f} cores")
+                ours, ref, hf = row["ours"], row["torch"], row["hf"]
+                print(
+                    f"{name:>5} {threads:>3} {batch:>4} x {length:<4}"
+                    f"{ours:>11.0f} {ref:>12.0f} {hf:>9.0f} {ours / ref:>11.2f} "
+                    f"{ours / hf:>8.2f}  " + "; ".join(notes),
+                    flush=True,
+                )
+    print("\nparameters (tied weights counted once)")
+    for name, row in counts.items():
         print(
-            f"{batch:>4} x {length:<4} {ours:>11.0f} {ref:>12.0f} {ours / ref:>11.2f}  "
-            + "; ".join(notes),
-            flush=True,
+            f"{name:>5} {SIZES[name]}: ours {row['ours_params']:,}, torch "
+            f"{row['torch_params']:,}, HF BertForMaskedLM {row['hf_params']:,}"
         )
 
 

@@ -1,0 +1,72 @@
+"""The Hugging Face columns of benchmarks/train_throughput.py and benchmarks/kv_cache.py run
+at a tiny size, and the Marian twin computes what ours computes."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def keep_threads() -> Iterator[None]:
+    """The benchmarks set torch's thread count; give the other tests theirs back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def argv(line: str) -> list[str]:
+    return line.split()
+
+
+def test_train_throughput_prints_three_sides(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("train_throughput")
+    bench.main(argv("--sizes tiny --shapes 2x16 --vocab 300 --steps 1 --warmup 1 --threads 1"))
+    out = capsys.readouterr().out
+    assert "ours/HF" in out
+    assert "HF BertForMaskedLM" in out
+
+
+def test_marian_twin_has_our_weights() -> None:
+    bench = load("kv_cache")
+    args = bench.parse_args(
+        argv("--embed-dim 32 --num-heads 2 --ffn-dim 64 --hf-layers 1 --vocab 200 --tokens 12")
+    )
+    ours, theirs = bench.build_pair(args)
+    assert bench.check_pair(ours, theirs, args) < 1e-4
+    source = torch.randint(4, 200, (2, args.hf_source_len))
+    calls = bench.hf_calls(ours, theirs, source, beam=2)
+    assert bench.count_decoder_calls(ours, theirs, calls) == {"ours": 8, "hf": 8}
+    assert calls["ours"](12) == calls["hf"](12)
+
+
+def test_kv_cache_hf_table(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("kv_cache")
+    bench.main(
+        argv(
+            "--sections hf --quick --threads 1 --embed-dim 32 --num-heads 2 --ffn-dim 64 "
+            "--hf-layers 1 --vocab 200 --hf-batches 2"
+        )
+    )
+    out = capsys.readouterr().out
+    assert "same tokens in 2/2" in out
+    assert "decoder calls at 8 tokens 8/8" in out
