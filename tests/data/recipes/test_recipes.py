@@ -45,6 +45,7 @@ def test_registry_entries_are_complete() -> None:
         "solubility",
         "solubility-logs",
         "karate",
+        *(f"qa{task}{version}" for task in (1, 2, 3) for version in ("", "-10k")),
     }
     for name, recipe in RECIPES.items():
         assert recipe.name == name and recipe.description and recipe.licence

@@ -31,6 +31,8 @@ so importing it fills the table. A new recipe is a new module here plus one line
   ``karate`` (token task, one graph's nodes): :mod:`.graphs`.
 * ``digits-espeak`` (sequence task, vectors), ``digit-strings-espeak`` (seq2seq, vectors;
   :mod:`.speech`, synthesised by :mod:`.espeak`): spoken digits.
+* ``qa1``, ``qa2``, ``qa3`` and their ``-10k`` versions (sequence task, text;
+  :mod:`.stories`): question answering over generated bAbI-style stories.
 
 :func:`selfattn.data.readers.loading.load_dataset` loads a recipe by name, or a user's own
 files.
@@ -48,6 +50,7 @@ from selfattn.data.recipes import (  # noqa: F401
     pos,
     reviews,
     speech,
+    stories,
     translation,
     vowels,
 )
