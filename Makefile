@@ -6,8 +6,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 TORCH  := torch==2.13.0
 STAMP  := $(VENV)/.selfattn-installed
+CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup demo toy test lint typecheck unit bench clean
+.PHONY: setup browser demo toy test lint typecheck unit bench clean
 
 setup: $(STAMP)
 
@@ -18,6 +19,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet $(TORCH)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
+
+# tests/explore drive Debian's Chromium through Playwright. As root, install it when it is
+# missing; otherwise say how (the tests then skip, or fail where CI=true).
+browser:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing chromium for the browser tests (apt-get)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else \
+		echo "browser tests need $(CHROMIUM): sudo apt-get install chromium chromium-driver"; \
+	fi
 
 demo: setup
 	$(VENV)/bin/selfattn demo
@@ -32,7 +45,7 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-unit: setup
+unit: setup browser
 	$(PY) -m pytest -q -m "not gpu"
 
 test: lint typecheck unit

@@ -20,6 +20,10 @@ from PIL import Image
 
 from selfattn.cli.main import main
 from selfattn.data import Example, load_dataset
+from selfattn.explore import read_payload
+from selfattn.explore.payload import PayloadBuilder
+from selfattn.explore.server import Explorer
+from selfattn.pipeline.predictor import Predictor
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -159,6 +163,56 @@ def test_train_eval_predict_and_attention_on_a_users_file(
     assert main(["attention", str(run_dir), argument, "-o", str(image)]) == 0
     assert image.stat().st_size > 0
     assert capsys.readouterr().out.startswith(f"wrote {image}: ")
+
+    page = tmp_path / "page.html"
+    assert main(["explore", str(run_dir), argument, "-o", str(page)]) == 0
+    check_explorer_payload(read_payload(page.read_text(encoding="utf-8")), case)
+    assert capsys.readouterr().out.startswith(f"wrote {page}: 1 input")
+    assert main(["attention", str(run_dir), argument, "--stats"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["figures"] and all(figure["heads"] for figure in stats["figures"])
+    check_served_uploads(run_dir, argument)
+
+
+def check_served_uploads(run_dir: Path, argument: str) -> None:
+    """What the served explorer does with an upload of the model's kind, and with a
+    malformed one (a one-line refusal)."""
+    builder = PayloadBuilder(Predictor(run_dir), options={}, title="run", serve=True)
+    explorer = Explorer(builder, [])
+    if builder.description.kind == "text":
+        [example] = explorer.maps({"text": (None, argument.encode())})["examples"]
+    else:
+        path = Path(argument)
+        if not path.is_file():  # graph JSON given inline
+            return
+        [example] = explorer.maps({"file": (path.name, path.read_bytes())})["examples"]
+        assert example["label"] == path.name
+        with pytest.raises(ValueError) as refused:
+            explorer.maps({"file": (f"broken{path.suffix}", b"\x00 not a real file")})
+        assert "\n" not in str(refused.value) and str(refused.value).startswith("broken")
+    assert example["figures"]
+
+
+def check_explorer_payload(payload: dict[str, object], case: str) -> None:
+    """The explorer's page holds every map, consistent in shape, and the input's picture."""
+    [example] = payload["examples"]  # type: ignore[misc]
+    assert example["figures"]
+    for figure in example["figures"]:
+        for layer in figure["maps"]:
+            for head in layer:
+                assert len(head) == len(figure["queries"])
+                assert all(len(row) == len(figure["keys"]) for row in head)
+                assert all(sum(row) <= 1 + 1e-4 for row in head)
+        heads = [len(layer) for layer in figure["maps"]]
+        assert [len(row) for row in figure["entropy"]] == heads
+    kind = case.split("-")[1]
+    assert (example["image"] is not None) == (kind == "image")
+    assert (example["spectrogram"] is not None) == (kind == "speech")
+    assert (example["graph"] is not None) == (kind in ("graph", "molecule"))
+    if kind == "image":
+        grid = example["image"]
+        keys = example["figures"][0]["keys"]
+        assert grid["rows"] * grid["cols"] in (len(keys), len(keys) - 1)  # [CLS] first
 
 
 def test_a_model_given_the_wrong_kind_of_input_names_what_it_reads(

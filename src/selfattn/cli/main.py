@@ -9,10 +9,19 @@ import sys
 from collections.abc import Sequence
 
 from selfattn import __version__, runtime
-from selfattn.cli import average_cmd, bench_cmd, data_cmd, demo, export_cmd, model_cmds, toy
+from selfattn.cli import (
+    average_cmd,
+    bench_cmd,
+    data_cmd,
+    demo,
+    explore_cmd,
+    export_cmd,
+    model_cmds,
+    toy,
+)
 
 # Commands that compute take --threads (bench's is on `bench attention`, beside its options).
-THREADED = ("toy", "demo", "train", "eval", "predict", "attention", "export")
+THREADED = ("toy", "demo", "train", "eval", "predict", "attention", "explore", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
             "draw a checkpoint's attention maps for a sentence",
             model_cmds.add_attention_arguments,
             model_cmds.run_attention,
+        ),
+        (
+            "explore",
+            "an interactive page of a checkpoint's attention (a file, or served locally)",
+            explore_cmd.add_arguments,
+            explore_cmd.run,
         ),
         (
             "export",

@@ -274,6 +274,13 @@ def add_attention_arguments(parser: argparse.ArgumentParser) -> None:
         help="the image to write; a seq2seq model writes its cross-attention there and its "
         "encoder's and decoder's self-attention beside it (FILE.encoder-self-attention.png …)",
     )
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="print every head's mean attention distance and entropy as JSON instead of "
+        "drawing (small distance: a local head; small entropy: a focused one); layers and "
+        "heads are counted from 0 there",
+    )
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
 
@@ -288,6 +295,12 @@ def run_attention(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.text}: {len(examples)} inputs; attention draws one at a time")
     example = fitted(predictor, examples[0], args)
     figures = predictor.attention(example, **options)
+    if args.stats:
+        from selfattn.explore.payload import PayloadBuilder
+
+        builder = PayloadBuilder(predictor, options=options, title=str(args.checkpoint))
+        print(json.dumps({"input": args.text, "figures": builder.statistics(figures)}, indent=1))
+        return 0
     for index, figure in enumerate(figures):
         path = args.output
         if index:
