@@ -5,6 +5,11 @@ answers new inputs (and refuses bad ones in one line, and keeps serving)."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -230,3 +235,28 @@ def test_the_server_binds_to_this_machine_only_by_default(run_dir: Path) -> None
         assert httpd.server_address[0] == "127.0.0.1"
     finally:
         httpd.server_close()
+
+
+def test_explore_serve_from_the_command_line_stops_on_ctrl_c(text_run: Path) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "selfattn", "explore", str(text_run), "a film"]
+    process = subprocess.Popen(
+        [*command, "--serve", "--port", "0", "--threads", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        match = re.search(r"at (http://127\.0\.0\.1:\d+/) ", line)
+        assert match, line
+        with urllib.request.urlopen(match.group(1), timeout=30) as answer:
+            payload = read_payload(answer.read().decode("utf-8"))
+        assert payload["serve"] is True and payload["examples"][0]["label"] == "a film"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+        assert process.returncode == 0 and "stopped" in out, err
+    finally:
+        process.kill()
