@@ -166,7 +166,10 @@ def test_train_eval_predict_and_attention_on_a_users_file(
 
     page = tmp_path / "page.html"
     assert main(["explore", str(run_dir), argument, "-o", str(page)]) == 0
-    check_explorer_payload(read_payload(page.read_text(encoding="utf-8")), case)
+    payload = read_payload(page.read_text(encoding="utf-8"))
+    check_explorer_payload(payload, case)
+    if Path(argument).is_file():  # a file is shown by its name, not its folder
+        assert payload["examples"][0]["label"] == Path(argument).name
     assert capsys.readouterr().out.startswith(f"wrote {page}: 1 input")
     assert main(["attention", str(run_dir), argument, "--stats"]) == 0
     stats = json.loads(capsys.readouterr().out)

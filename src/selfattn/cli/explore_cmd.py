@@ -52,7 +52,10 @@ def build_examples(
     for argument in inputs:
         for example in predictor.read(argument, command="explore"):
             text = predictor.input == "text" and example.tokens
-            label = " ".join(example.tokens or ()) if text else argument
+            if text:
+                label = " ".join(example.tokens or ())
+            else:  # a file by its name; graph JSON given inline by its start
+                label = Path(argument).name if Path(argument).is_file() else argument[:60]
             examples.append(builder.example(example, label))
     return examples
 
