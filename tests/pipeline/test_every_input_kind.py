@@ -10,6 +10,7 @@ from the config to a prediction and a map exists and holds, for every kind of in
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -174,7 +175,11 @@ def test_train_eval_predict_and_attention_on_a_users_file(
     assert main(["attention", str(run_dir), argument, "--stats"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["figures"] and all(figure["heads"] for figure in stats["figures"])
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(uploads))
     check_served_uploads(run_dir, argument)
+    assert list(uploads.iterdir()) == []  # each upload's folder is gone after its request
 
 
 def check_served_uploads(run_dir: Path, argument: str) -> None:
