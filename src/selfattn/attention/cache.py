@@ -4,7 +4,11 @@ An autoregressive decoder emits one token per step, and step t attends to every 
 position. Recomputing the keys and values of positions 0 … t-1 at every step costs
 O(t) projections per step; keeping them costs memory instead:
 
-* a self-attention :class:`KVCache` grows by the new positions' keys and values each step;
+* a self-attention :class:`KVCache` receives the new positions' keys and values each
+  step. Given a ``capacity`` it is *preallocated*: buffers for ``capacity`` positions are
+  allocated on the first step and written in place, and attention reads the filled prefix
+  (a view), so a step copies only its own keys and values. Without one it grows by
+  concatenation, which copies the whole prefix every step;
 * a cross-attention cache is *static*: the encoder output does not change while decoding,
   so its keys and values are projected once and reused.
 
@@ -25,15 +29,24 @@ class KVCache:
     """Projected keys and values of the positions seen so far.
 
     Attributes:
-        key: ``(B, Hk, S, D)`` keys (after any rotary transform), or ``None`` when empty.
+        key: ``(B, Hk, S, D)`` keys of the S cached positions (after any rotary
+            transform), or ``None`` when empty; a view of the buffer when preallocated.
         value: ``(B, Hk, S, D)`` values, or ``None``.
         static: the keys and values are computed once and never extended (cross-attention
             to an encoder memory).
+        capacity: preallocate buffers for this many positions on the first append (and
+            refuse more); ``None``: grow by concatenation.
     """
 
     key: Tensor | None = None
     value: Tensor | None = None
     static: bool = False
+    capacity: int | None = None
+    _buffers: tuple[Tensor, Tensor] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.capacity is not None and self.capacity < 1:
+            raise ValueError(f"capacity must be at least 1 position, got {self.capacity}")
 
     @property
     def length(self) -> int:
@@ -41,25 +54,76 @@ class KVCache:
         return 0 if self.key is None else int(self.key.shape[2])
 
     def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        """Add the new positions' ``(B, Hk, T, D)`` keys and values; return all of them."""
-        if self.key is None or self.value is None:
-            self.key, self.value = key, value
-        elif self.static:
+        """Add the new positions' ``(B, Hk, T, D)`` keys and values; return all of them.
+
+        Raises:
+            RuntimeError: a static cache is extended, or a preallocated one past its
+                capacity.
+            ValueError: the batch size differs from the cached one.
+        """
+        if self.key is not None and self.static:
             raise RuntimeError("a static (cross-attention) cache cannot be extended")
-        else:
-            if key.shape[0] != self.key.shape[0]:
-                raise ValueError(
-                    f"cache holds a batch of {self.key.shape[0]}, new keys have {key.shape[0]}"
-                )
-            self.key = torch.cat([self.key, key], dim=2)
-            self.value = torch.cat([self.value, value], dim=2)
+        if self.key is not None and key.shape[0] != self.key.shape[0]:
+            raise ValueError(
+                f"cache holds a batch of {self.key.shape[0]}, new keys have {key.shape[0]}"
+            )
+        if self.static:  # contiguous once: every later step reads them
+            self.key, self.value = key.contiguous(), value.contiguous()
+            return self.key, self.value
+        if self.capacity is None:
+            if self.key is None or self.value is None:
+                self.key, self.value = key, value
+            else:
+                self.key = torch.cat([self.key, key], dim=2)
+                self.value = torch.cat([self.value, value], dim=2)
+            return self.key, self.value
+        return self._write(key, value)
+
+    def _write(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Preallocated :meth:`append`: copy into the buffers, view the filled prefix."""
+        assert self.capacity is not None
+        start, end = self.length, self.length + key.shape[2]
+        if end > self.capacity:
+            raise RuntimeError(
+                f"the KV cache is full: it holds {self.capacity} positions, {start} are "
+                f"cached and {key.shape[2]} more do not fit"
+            )
+        if self._buffers is None:
+            shape = (*key.shape[:2], self.capacity, key.shape[3])
+            self._buffers = (key.new_empty(shape), value.new_empty((*shape[:3], value.shape[3])))
+        key_buffer, value_buffer = self._buffers
+        # narrow, not [:, :, start:end]: a step is a few small copies, and indexing with
+        # slices costs more than the copy itself.
+        key_buffer.narrow(2, start, end - start).copy_(key)
+        value_buffer.narrow(2, start, end - start).copy_(value)
+        self.key, self.value = key_buffer.narrow(2, 0, end), value_buffer.narrow(2, 0, end)
         return self.key, self.value
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (``(B',)`` long), e.g. the surviving beams."""
-        if self.key is not None and self.value is not None:
+        if self._buffers is not None:
+            end = self.length
+            self._buffers = (
+                _select_rows(self._buffers[0], index, end),
+                _select_rows(self._buffers[1], index, end),
+            )
+            self.key = self._buffers[0].narrow(2, 0, end)
+            self.value = self._buffers[1].narrow(2, 0, end)
+        elif self.key is not None and self.value is not None:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
+
+
+def _select_rows(buffer: Tensor, index: Tensor, length: int) -> Tensor:
+    """A new buffer holding rows ``index`` of ``buffer`` ``(B, Hk, capacity, D)``, of which
+    only the first ``length`` positions are copied: the rest holds nothing yet (beam
+    search reorders every step, and the filled part is on average half the buffer).
+    Under autograd (``out=`` is not differentiable) the whole buffer is selected."""
+    if buffer.requires_grad and torch.is_grad_enabled():
+        return buffer.index_select(0, index)
+    out = buffer.new_empty((index.shape[0], *buffer.shape[1:]))
+    torch.index_select(buffer.narrow(2, 0, length), 0, index, out=out.narrow(2, 0, length))
+    return out
 
 
 @dataclass
@@ -67,21 +131,53 @@ class DecoderCache:
     """One self-attention and one cross-attention cache per decoder block application.
 
     Attributes:
+        capacity: positions the self-attention caches are preallocated for (the decoder
+            inputs of a whole decode: BOS and every token but the last); ``None``: they
+            grow by concatenation.
         layers: ``(self_cache, cross_cache)`` per block application, created on first use.
         offset: positions decoded so far (the absolute position of the next input).
+        memory_padding: the ``(B, S)`` source padding the cross-attention masks, as
+            :meth:`memory_mask` first found it (``None``: no source has padding).
+        vocab_weight: ``(E, V)`` the model's vocabulary projection laid out for a step's
+            few rows, made on the first step (the weights do not change while decoding;
+            see ``Seq2SeqTransformer._vocab_logits``), else ``None``.
     """
 
+    capacity: int | None = None
     layers: list[tuple[KVCache, KVCache]] = field(default_factory=list)
     offset: int = 0
+    memory_padding: Tensor | None = None
+    vocab_weight: Tensor | None = field(default=None, repr=False)
 
     def layer(self, index: int) -> tuple[KVCache, KVCache]:
         """The caches of block application ``index``, created empty on first use."""
         while len(self.layers) <= index:
-            self.layers.append((KVCache(), KVCache(static=True)))
+            self.layers.append((KVCache(capacity=self.capacity), KVCache(static=True)))
         return self.layers[index]
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` in every layer's caches."""
+    def memory_mask(self, padding: Tensor) -> Tensor | None:
+        """The key padding mask of the cross-attention: ``padding`` ``(B, S)``, or ``None``
+        when no source has padding (nothing to mask, so no mask work in any later step).
+
+        Decided on the first step (one device sync) and kept, as the cross-attention's keys
+        and values are.
+        """
+        if self.offset == 0:
+            self.memory_padding = padding if bool(padding.any()) else None
+        return self.memory_padding
+
+    def reorder(self, index: Tensor, *, memory: bool = True) -> None:
+        """Keep batch rows ``index`` in every layer's caches.
+
+        Args:
+            index: ``(B',)`` long, the rows to keep (repeated, reordered or dropped).
+            memory: also move the cross-attention caches. False when every kept row reads
+                the source of the row it replaces (beams re-ranked within their example),
+                so the memory's rows are already right.
+        """
         for self_cache, cross_cache in self.layers:
             self_cache.reorder(index)
-            cross_cache.reorder(index)
+            if memory:
+                cross_cache.reorder(index)
+        if memory and self.memory_padding is not None:
+            self.memory_padding = self.memory_padding.index_select(0, index)

@@ -120,7 +120,7 @@ class DecoderBlock(ResidualBlock):
             average_weights=False,
             cache=None if cache is None else cache[0],
         )
-        x = self.add_and_norm(x, self.dropout1(attended), self.norm1)
+        x = self.add_and_norm(x, self._dropout(self.dropout1, attended), self.norm1)
         attended, cross_weights = self.cross_attn(
             self.sublayer_input(x, self.norm2),
             memory,
@@ -130,12 +130,17 @@ class DecoderBlock(ResidualBlock):
             average_weights=False,
             cache=None if cache is None else cache[1],
         )
-        x = self.add_and_norm(x, self.dropout2(attended), self.norm2)
+        x = self.add_and_norm(x, self._dropout(self.dropout2, attended), self.norm2)
         transformed = self.feedforward(self.sublayer_input(x, self.norm3))
-        x = self.add_and_norm(x, self.dropout3(transformed), self.norm3)
+        x = self.add_and_norm(x, self._dropout(self.dropout3, transformed), self.norm3)
         if self_weights is None or cross_weights is None:
             return x, None
         return x, (self_weights, cross_weights)
+
+    def _dropout(self, dropout: nn.Dropout, x: Tensor) -> Tensor:
+        """``dropout(x)`` in training; in evaluation the identity, without the module call
+        (a decoding step passes here three times per block, for nothing)."""
+        return dropout(x) if self.training else x
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:

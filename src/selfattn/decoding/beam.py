@@ -15,9 +15,12 @@ key/value cache rows with them (``DecoderCache.reorder``). Bookkeeping follows f
   (at most K, one per beam) EOS extensions are set aside;
 * an EOS extension ranked among the first K finishes a hypothesis, scored by its summed
   log-probability divided by the length penalty; the K best finished ones are kept;
-* an example is done once it has finished K hypotheses (or has no live beam left); it is
-  then dropped from the batch. At ``max_len`` tokens EOS is forced, so every example
-  finishes. With K = 1 this is exactly greedy decoding.
+* an example is done once it has finished K hypotheses (or has no live beam left); it
+  finishes nothing more and is dropped from the batch at the loop's next look at which
+  examples are done (every step on the CPU, every 8 steps on an accelerator, where a look
+  waits for the device: :func:`~selfattn.decoding.common.check_interval`). At ``max_len``
+  tokens EOS is forced, so every example finishes. With K = 1 this is exactly greedy
+  decoding.
 
 Length penalty (GNMT, Wu et al. 2016): lp(Y) = ((5 + |Y|) / 6)^α, |Y| counting EOS.
 α = 0 ranks by the plain sum, which favours short outputs; α = 1 is close to the
@@ -35,6 +38,7 @@ from selfattn.decoding.common import (
     DecodeResult,
     Hypothesis,
     banned_ids,
+    check_interval,
     check_max_len,
     constrain,
     rows_to_lists,
@@ -164,35 +168,44 @@ def beam_search(
     state = IncrementalDecoder(
         model,
         encoded.index_select(torch.arange(batch, device=device).repeat_interleave(k)),
+        max_len=max_len,
         num_extended=num_extended,
         use_cache=use_cache,
     )
     finished = _Finished(batch, k, max_len, device)
     live = torch.arange(batch, device=device)  # examples still searching
+    first_row = live * k  # (L,) each live example's first decoder row
     # All K beams start as the same BOS row: only the first may extend, or the top K
     # would be K copies of one hypothesis.
     beam_log_prob = torch.full((batch, k), NEG_INF, device=device)
     beam_log_prob[:, 0] = 0.0
-    beam_steps = torch.zeros(batch * k, 0, device=device)  # each row's token log-probs
+    beam_steps = torch.zeros(batch * k, max_len + 1, device=device)  # token log-probs
     banned_base: Tensor | None = None
+    banned = torch.empty(0)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)  # per live example
+    interval = check_interval(device)
     for step in range(max_len + 1):
         log_probs = state.log_probs()  # (L·K, V)
         vocab = log_probs.shape[-1]
         if banned_base is None:
             banned_base = banned_ids(model, encoded, vocab, num_extended)
-        banned = banned_base[live].repeat_interleave(k, dim=0)
+            banned = banned_base.repeat_interleave(k, dim=0)
+        step_banned = banned
         if no_repeat_ngram_size:
-            banned = banned | repeated_ngrams(state.tokens, no_repeat_ngram_size, vocab)
-        allowed = constrain(log_probs, banned, step=step, min_len=min_len, max_len=max_len)
+            step_banned = banned | repeated_ngrams(state.tokens, no_repeat_ngram_size, vocab)
+        allowed = constrain(log_probs, step_banned, step=step, min_len=min_len, max_len=max_len)
         num_live = live.numel()
         candidates = (beam_log_prob.view(-1, 1) + allowed).view(num_live, k * vocab)
         top_score, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)  # best first
         token = top_index % vocab
-        source_row = top_index // vocab + torch.arange(num_live, device=device).unsqueeze(1) * k
+        source_row = top_index // vocab + first_row.unsqueeze(1)
         is_eos = token == EOS_ID
 
-        ends = is_eos[:, :k] & torch.isfinite(top_score[:, :k])
-        if bool(ends.any()):
+        # An example that is done (and not dropped yet) finishes nothing more.
+        ends = is_eos[:, :k] & (top_score[:, :k] > NEG_INF) & ~done.unsqueeze(1)
+        # Reading the flag is free on the CPU and skips most merges; on an accelerator
+        # merging nothing costs less than waiting for the flag.
+        if interval > 1 or bool(ends.any()):
             rows = source_row[:, :k]  # (L, K)
             eos_log_prob = log_probs[rows.reshape(-1), EOS_ID].view(num_live, k, 1)
             log_prob = top_score[:, :k].masked_fill(~ends, NEG_INF)
@@ -201,21 +214,30 @@ def beam_search(
                 score=log_prob / length_penalty_factor(step + 1, length_penalty),
                 log_prob=log_prob,
                 ids=state.tokens[rows],
-                steps=torch.cat([beam_steps[rows], eos_log_prob], dim=-1),
+                steps=torch.cat([beam_steps[rows, :step], eos_log_prob], dim=-1),
                 natural=step < max_len,
             )
 
         next_score, pick = top_score.masked_fill(is_eos, NEG_INF).topk(k, dim=1)  # (L, K)
         next_row, next_token = source_row.gather(1, pick), token.gather(1, pick)
-        done = (finished.count[live] >= k) | ~torch.isfinite(next_score).any(dim=1)
-        if bool(done.all()) or step == max_len:
+        done |= (finished.count[live] >= k) | (next_score[:, 0] == NEG_INF)  # best first
+        if step == max_len:
             break
-        keep = (~done).nonzero().squeeze(1)
-        live, beam_log_prob = live[keep], next_score[keep]
-        rows, tokens = next_row[keep].view(-1), next_token[keep].view(-1)
-        token_log_prob = log_probs[rows, tokens].unsqueeze(1)
-        beam_steps = torch.cat([beam_steps[rows], token_log_prob], dim=1)
-        state.select(rows)
+        num_done = int(done.sum()) if (step + 1) % interval == 0 else 0
+        if num_done == num_live:
+            break
+        if num_done:  # drop the examples that are done, with their rows
+            keep = (~done).nonzero().squeeze(1)
+            live, next_score, done = live[keep], next_score[keep], done[keep]
+            next_row, next_token = next_row[keep], next_token[keep]
+            first_row = torch.arange(live.numel(), device=device) * k
+            assert banned_base is not None
+            banned = banned_base[live].repeat_interleave(k, dim=0)
+        beam_log_prob = next_score
+        rows, tokens = next_row.view(-1), next_token.view(-1)
+        beam_steps = beam_steps.index_select(0, rows)
+        beam_steps[:, step] = log_probs[rows, tokens]
+        state.select(rows, same_sources=not num_done)
         state.append(tokens)
     return _result(finished, nbest)
 

@@ -101,6 +101,17 @@ def check_max_len(model: Seq2SeqTransformer, max_len: int, min_len: int = 0) -> 
         raise ValueError(f"min_len must be in 0…max_len ({max_len}), got {min_len}")
 
 
+def check_interval(device: torch.device) -> int:
+    """Steps between two looks at which rows (or beam search's examples) have ended.
+
+    Each look reads a flag back from the device. On the CPU that is a plain memory read,
+    so the loop looks every step and never runs an ended row; on an accelerator it waits
+    for every queued kernel, so the loop looks every 8 steps and lets ended rows run
+    (masked) in between.
+    """
+    return 1 if device.type == "cpu" else 8
+
+
 def banned_ids(
     model: Seq2SeqTransformer, encoded: EncodedSource, vocab_size: int, num_extended: int = 0
 ) -> Tensor:
@@ -147,11 +158,14 @@ def constrain(
     A row left with no finite entry (e.g. ``min_len`` asks for more tokens than a short
     pointer source with n-gram blocking can give) gets EOS back, so no row turns into NaN.
     """
+    if step >= max_len:
+        out = torch.full_like(log_probs, NEG_INF)
+        out[:, EOS_ID] = log_probs[:, EOS_ID]
+        return out
     out = log_probs.masked_fill(banned, NEG_INF)
     if step < min_len:
         out[:, EOS_ID] = NEG_INF
-    if step >= max_len:
-        out = torch.full_like(out, NEG_INF)
-    stuck = ~torch.isfinite(out).any(dim=-1)  # a where, not an if: no device sync
-    out[:, EOS_ID] = torch.where(stuck, log_probs[:, EOS_ID], out[:, EOS_ID])
+    stuck = out.amax(dim=-1) == NEG_INF  # a where, not an if: no device sync
+    eos = out[:, EOS_ID]
+    eos.copy_(torch.where(stuck, log_probs[:, EOS_ID], eos))
     return out

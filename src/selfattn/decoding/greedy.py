@@ -2,8 +2,12 @@
 
 :func:`autoregressive` is the loop that greedy decoding and sampling share; they differ
 only in how a token is chosen from the step's distribution. The whole batch advances one
-step per decoder call; a row that emits EOS is dropped from the batch (its cache rows
-too), so the remaining rows stop paying for it.
+step per decoder call. The chosen ids and their log-probabilities are written into
+preallocated buffers on the device, and a row that emitted EOS runs on (what it emits
+afterwards is masked out at the end): only every
+:func:`~selfattn.decoding.common.check_interval` steps does the loop read a flag back
+from the device, to stop once every row has ended or to drop the ended rows from the
+batch (their cache rows too), so the remaining rows stop paying for them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from torch import Tensor
 from selfattn.decoding.common import (
     DecodeResult,
     banned_ids,
+    check_interval,
     check_max_len,
     constrain,
     rows_to_lists,
@@ -55,40 +60,58 @@ def autoregressive(
     """
     check_max_len(model, max_len, min_len)
     batch, device = encoded.memory.shape[0], encoded.memory.device
-    state = IncrementalDecoder(model, encoded, num_extended=num_extended, use_cache=use_cache)
+    state = IncrementalDecoder(
+        model, encoded, max_len=max_len, num_extended=num_extended, use_cache=use_cache
+    )
+    # Per example (filled as rows are dropped and at the end), then per decoder row.
     ids = torch.full((batch, max_len + 1), PAD_ID, dtype=torch.long, device=device)
     step_log_probs = torch.zeros(batch, max_len + 1, device=device)
-    lengths = torch.full((batch,), max_len, dtype=torch.long, device=device)
-    finished = torch.zeros(batch, dtype=torch.bool, device=device)
+    row_ids, row_log_probs = ids.clone(), step_log_probs.clone()
+    ended = torch.zeros(batch, dtype=torch.bool, device=device)
     live = torch.arange(batch, device=device)  # the example behind each decoder row
     banned: Tensor | None = None
-    steps = 0
+    interval = check_interval(device)
     for step in range(max_len + 1):
         log_probs = state.log_probs()  # (R, V)
         if banned is None:  # V is known only now (pointer: 4 + S; copy: V + extension)
             banned = banned_ids(model, encoded, log_probs.shape[-1], num_extended)
-        allowed = constrain(log_probs, banned[live], step=step, min_len=min_len, max_len=max_len)
+        allowed = constrain(log_probs, banned, step=step, min_len=min_len, max_len=max_len)
         token = choose(allowed)
-        ids[live, step] = token
-        step_log_probs[live, step] = log_probs.gather(1, token.unsqueeze(1)).squeeze(1)
-        steps = step + 1
-        ended = token == EOS_ID
-        if bool(ended.any()):
-            lengths[live[ended]] = step
-            finished[live[ended]] = step < max_len
-            keep = (~ended).nonzero().squeeze(1)
-            live, token = live[keep], token[keep]
-            if live.numel() == 0:
+        row_ids[:, step] = token
+        row_log_probs[:, step] = log_probs.gather(1, token.unsqueeze(1)).squeeze(1)
+        ended |= token == EOS_ID
+        if step == max_len:
+            break
+        if (step + 1) % interval == 0:
+            num_ended = int(ended.sum())
+            if num_ended == ended.numel():
                 break
-            state.select(keep)
+            if num_ended:
+                gone, keep = ended.nonzero().squeeze(1), (~ended).nonzero().squeeze(1)
+                ids[live[gone]] = row_ids[gone]
+                step_log_probs[live[gone]] = row_log_probs[gone]
+                live, row_ids, row_log_probs = live[keep], row_ids[keep], row_log_probs[keep]
+                ended, token, banned = ended[keep], token[keep], banned[keep]
+                state.select(keep)
         state.append(token)
+    ids[live], step_log_probs[live] = row_ids, row_log_probs
+    return _result(ids, step_log_probs, max_len)
+
+
+def _result(ids: Tensor, step_log_probs: Tensor, max_len: int) -> DecodeResult:
+    """The decoded batch from each example's ids ``(B, max_len + 1)`` and their
+    log-probabilities, both holding whatever an ended row emitted after its first EOS."""
+    lengths = (ids == EOS_ID).int().argmax(dim=1)  # every row has an EOS: forced at max_len
+    after = torch.arange(ids.shape[1], device=ids.device) > lengths.unsqueeze(1)
+    step_log_probs = step_log_probs.masked_fill(after, 0.0)
     log_prob = step_log_probs.sum(dim=1)
+    steps = int(lengths.max()) + 1 if lengths.numel() else 0
     return DecodeResult(
         tokens=rows_to_lists(ids, lengths),
         log_prob=log_prob,
         score=log_prob.clone(),
         step_log_probs=step_log_probs[:, :steps],
-        finished=finished,
+        finished=lengths < max_len,
     )
 
 

@@ -3,9 +3,12 @@
 The autoregressive decoder starts from BOS and feeds each emitted token back as the next
 input. Step t's self-attention needs the keys and values of positions 0 … t; a
 :class:`~selfattn.attention.cache.DecoderCache` keeps them, so each step runs the decoder
-on one new position only. Without a cache every step re-runs the decoder over the whole
-prefix: O(t) work per step instead of O(1) projections, but it is the plain definition,
-kept as the reference the cached path is tested against and as the benchmark's baseline.
+on one new position only. The cache is preallocated for the whole decode (BOS and
+``max_len`` tokens) and written in place, and the emitted ids live in one preallocated
+buffer too, so a step allocates no growing tensor. Without a cache every step re-runs the
+decoder over the whole prefix: O(t) work per step instead of O(1) projections, but it is
+the plain definition, kept as the reference the cached path is tested against and as the
+benchmark's baseline.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ class IncrementalDecoder:
     Args:
         model: the encoder–decoder (in eval mode: dropout would make steps random).
         encoded: ``(R, S, E)`` sources, one row per decoder row.
+        max_len: most tokens that will be appended (default ``model.max_len``); the
+            cache and the id buffer are sized for BOS and ``max_len`` tokens.
         num_extended: copy mode: the batch's out-of-vocabulary extension.
         use_cache: keep keys and values (True) or recompute the prefix every step.
 
     Attributes:
-        tokens: ``(R, t)`` the ids appended so far (BOS excluded).
         encoded: the sources, kept aligned with the rows.
     """
 
@@ -39,19 +43,31 @@ class IncrementalDecoder:
         model: Seq2SeqTransformer,
         encoded: EncodedSource,
         *,
+        max_len: int | None = None,
         num_extended: int = 0,
         use_cache: bool = True,
     ) -> None:
+        max_len = model.max_len if max_len is None else max_len
+        if not 0 <= max_len <= model.max_len:
+            raise ValueError(f"max_len must be in 0…{model.max_len} (the model's), got {max_len}")
         self.model, self.encoded, self.num_extended = model, encoded, num_extended
         rows, device = encoded.memory.shape[0], encoded.memory.device
-        self.tokens = torch.empty(rows, 0, dtype=torch.long, device=device)
-        self.cache = DecoderCache() if use_cache else None
-        self._bos = torch.full((rows, 1), BOS_ID, dtype=torch.long, device=device)
+        # Column 0 holds BOS, column t + 1 the t-th appended token: the decoder's inputs.
+        self._inputs = torch.full((rows, max_len + 1), BOS_ID, dtype=torch.long, device=device)
+        self._length = 0
+        # Decoder inputs at positions 0 … max_len: BOS and max_len tokens (EOS is scored,
+        # never fed back).
+        self.cache = DecoderCache(capacity=max_len + 1) if use_cache else None
 
     @property
     def num_rows(self) -> int:
         """R, the rows decoded together."""
-        return int(self.tokens.shape[0])
+        return int(self._inputs.shape[0])
+
+    @property
+    def tokens(self) -> Tensor:
+        """``(R, t)`` the ids appended so far (BOS excluded), a view of the buffer."""
+        return self._inputs[:, 1 : self._length + 1]
 
     def log_probs(self) -> Tensor:
         """``(R, V)`` log-probabilities of the token after BOS + :attr:`tokens`.
@@ -60,24 +76,41 @@ class IncrementalDecoder:
             RuntimeError: called twice without :meth:`append` in between (cached mode).
         """
         if self.cache is None:
-            inputs = torch.cat([self._bos, self.tokens], dim=1)  # the whole prefix
+            inputs = self._inputs[:, : self._length + 1]  # the whole prefix
         else:
-            if self.cache.offset != self.tokens.shape[1]:
+            if self.cache.offset != self._length:
                 raise RuntimeError("IncrementalDecoder: append() a token before the next step")
-            inputs = self.tokens[:, -1:] if self.tokens.shape[1] else self._bos
+            inputs = self._inputs[:, self._length : self._length + 1]
         out = self.model.decode(
             inputs, self.encoded, cache=self.cache, num_extended=self.num_extended
         )
         return out.log_probs[:, -1]
 
     def append(self, tokens: Tensor) -> None:
-        """Extend every row by its token ``(R,)``."""
-        self.tokens = torch.cat([self.tokens, tokens.unsqueeze(1)], dim=1)
+        """Extend every row by its token ``(R,)``.
 
-    def select(self, index: Tensor) -> None:
-        """Keep rows ``index`` ``(R',)`` (long): repeat, reorder or drop rows everywhere."""
-        self.tokens = self.tokens.index_select(0, index)
-        self.encoded = self.encoded.index_select(index)
-        self._bos = self._bos.index_select(0, index)
+        Raises:
+            RuntimeError: the rows already hold ``max_len`` tokens.
+        """
+        if self._length + 1 >= self._inputs.shape[1]:
+            raise RuntimeError(
+                f"IncrementalDecoder holds at most {self._inputs.shape[1] - 1} tokens "
+                "(its max_len); cannot append another"
+            )
+        self._length += 1
+        self._inputs[:, self._length] = tokens
+
+    def select(self, index: Tensor, *, same_sources: bool = False) -> None:
+        """Keep rows ``index`` ``(R',)`` (long): repeat, reorder or drop rows everywhere.
+
+        Args:
+            index: the rows to keep.
+            same_sources: every kept row reads the source of the row it replaces (beams
+                re-ranked within their example): the sources and the cross-attention
+                caches stay as they are.
+        """
+        self._inputs = self._inputs.index_select(0, index)
+        if not same_sources:
+            self.encoded = self.encoded.index_select(index)
         if self.cache is not None:
-            self.cache.reorder(index)
+            self.cache.reorder(index, memory=not same_sources)
