@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from selfattn.memory import MemN2N, position_encoding
+from selfattn.memory import MemN2N, add_empty_memories, position_encoding
 
 V, D = 20, 8
 
@@ -78,3 +78,25 @@ def test_refusals() -> None:
         MemN2N(V, D, hops=0)
     with pytest.raises(ValueError, match="6 memories; this network reads at most 5"):
         MemN2N(V, D, max_memories=5)(torch.ones(1, 6, 2, dtype=torch.long), torch.ones(1, 2).long())
+
+
+def test_linear_start_reads_the_raw_scores() -> None:
+    net = MemN2N(V, D, hops=1, max_memories=5, temporal=False)
+    memories, question = _story(2), torch.randint(1, V, (3, 3))
+    net.linear = True
+    p = net(memories, question).attentions[0]
+    keys = net._sentences(memories, net._embedding(0))
+    u = net._sentences(question, net._embedding(0))
+    scores = torch.einsum("bnd,bd->bn", keys, u)
+    torch.testing.assert_close(p[1:], scores[1:])
+    assert (p[0, 3:] == 0).all()
+
+
+def test_random_noise_adds_empty_memories_and_keeps_the_order() -> None:
+    a, b, c = [1, 2], [3, 4], [5, 6]
+    memories = torch.tensor([[a, b, [0, 0], [0, 0], [0, 0]], [a, b, c, a, b]])
+    generator = torch.Generator().manual_seed(0)
+    noisy = add_empty_memories(memories, 1.0, generator)  # an empty slot before each
+    assert noisy[0].tolist() == [[0, 0], a, [0, 0], b, [0, 0]]
+    assert noisy[1].tolist() == [c, [0, 0], a, [0, 0], b]  # the newest 5 slots kept
+    assert torch.equal(add_empty_memories(memories, 0.0, generator), memories)

@@ -2,6 +2,6 @@
 reads a memory of sentences with several hops of attention, and the neural Turing
 machine's attention-based reading and writing."""
 
-from selfattn.memory.memn2n import MemN2N, MemoryOutput, position_encoding
+from selfattn.memory.memn2n import MemN2N, MemoryOutput, add_empty_memories, position_encoding
 
-__all__ = ["MemN2N", "MemoryOutput", "position_encoding"]
+__all__ = ["MemN2N", "MemoryOutput", "add_empty_memories", "position_encoding"]

@@ -14,6 +14,10 @@ and the answer is softmax(W (o^K + u^K)). A sentence is embedded as the position
 sum of its word vectors (position encoding, PE: l_kj = (1 − j/J) − (k/d)(1 − 2j/J)), plus
 a learned vector per memory age (temporal encoding: the most recent sentence is age 0).
 
+Training tricks of §4.2: linear start (:attr:`MemN2N.linear`: no softmax in the hops
+until the dev loss stops falling) and random noise (:func:`add_empty_memories`: 10 % empty
+memories slipped into each story, so the temporal encoding does not overfit).
+
 Weight tying (§2.2): ``"adjacent"`` — the value matrix of hop k is the key matrix of hop
 k + 1, the answer matrix is the last value matrix transposed, and B = A¹; ``"layerwise"`` —
 every hop shares A and C, and u is mapped by a linear H between hops.
@@ -80,6 +84,9 @@ class MemN2N(nn.Module):
         if tying not in ("adjacent", "layerwise"):
             raise ValueError(f"tying must be 'adjacent' or 'layerwise', got {tying!r}")
         self.hops, self.tying, self.max_memories = hops, tying, max_memories
+        #: Linear start (§4.2): the hops' softmax left out, p = the raw scores, until
+        #: training sets it back to False (when the dev loss stops falling).
+        self.linear = False
         self.embed_dim, self.use_position, self.temporal = embed_dim, position_encoding, temporal
         count = hops + 1 if tying == "adjacent" else 2  # A¹, C¹ = A², …, C^K  |  A, C
         self.embeddings = nn.ModuleList(
@@ -150,7 +157,10 @@ class MemN2N(nn.Module):
                 keys = keys + self.times[key_index][age]
                 values = values + self.times[value_index][age]
             scores = torch.einsum("bnd,bd->bn", keys, u).masked_fill(empty, float("-inf"))
-            p = scores.softmax(-1).nan_to_num(0.0)  # a story with no memory reads nothing
+            if self.linear:
+                p = scores.masked_fill(empty, 0.0)
+            else:
+                p = scores.softmax(-1).nan_to_num(0.0)  # a story with no memory reads nothing
             attentions.append(p)
             o = torch.einsum("bn,bnd->bd", p, values)
             u = o + (u if self.hop_map is None else self.hop_map(u))
@@ -158,3 +168,25 @@ class MemN2N(nn.Module):
         last = self._embedding(len(self.embeddings) - 1).weight
         logits = u @ last.T if self.answer is None else self.answer(u)
         return MemoryOutput(logits, attentions)
+
+
+def add_empty_memories(memories: Tensor, fraction: float, generator: torch.Generator) -> Tensor:
+    """``(B, N, J)`` stories with about ``fraction`` of their sentences preceded by an empty
+    memory (random noise, §4.2), kept to N slots (the oldest sentences drop out).
+
+    An empty slot is all padding: it is never read, but it shifts the temporal encoding
+    of the older sentences.
+    """
+    batch, slots, words = memories.shape
+    out = torch.zeros_like(memories)
+    for row in range(batch):
+        real = memories[row][(memories[row] != 0).any(-1)]  # (n, J), oldest first
+        noisy = []
+        for sentence in real:
+            if float(torch.rand((), generator=generator)) < fraction:
+                noisy.append(torch.zeros(words, dtype=memories.dtype))
+            noisy.append(sentence)
+        kept = noisy[-slots:]
+        if kept:
+            out[row, : len(kept)] = torch.stack(kept)
+    return out
