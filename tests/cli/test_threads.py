@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from selfattn import runtime
-from selfattn.cli import bench_cmd, demo, export_cmd, main, model_cmds, toy
+from selfattn.cli import bench_cmd, demo, explore_cmd, export_cmd, main, model_cmds, toy
 from selfattn.train.config import load_config
 
 # command line (without --threads) → (module, name of the function it runs)
@@ -27,6 +27,7 @@ COMMANDS = {
     "attention": (["attention", "runs/x", "I saw a saw"], model_cmds, "run_attention"),
     "bench": (["bench", "attention"], bench_cmd, "run"),
     "export": (["export", "runs/x", "--format", "onnx", "-o", "m.onnx"], export_cmd, "run"),
+    "explore": (["explore", "runs/x", "I saw a saw"], explore_cmd, "run"),
 }
 NOT_COMPUTING = {"data", "average"}
 
