@@ -12,20 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from selfattn.cli.main import main
 from selfattn.train.checkpoint import load_checkpoint
 
-from .test_distributed import write_run
+from .test_distributed import run_cli, write_run
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
-def run_cli(*args: str) -> int:
-    threads = torch.get_num_threads()
-    try:
-        return main(list(args))
-    finally:
-        torch.set_num_threads(threads)
 
 
 def all_float32(state: dict[str, torch.Tensor]) -> bool:
