@@ -3,7 +3,6 @@ tiny model)."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,20 +12,9 @@ import torch
 
 from selfattn.cli.main import main
 
+from ..tiny_runs import write_reviews, write_tiny_config
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints_v1"
-
-GOOD, BAD = ["warm", "funny", "best", "great"], ["dull", "long", "mess", "worst"]
-
-
-def reviews(path: Path, count: int = 30) -> Path:
-    """``label,text`` rows of 3 to 7 words, pos / neg."""
-    rng = random.Random(0)
-    rows = []
-    for i in range(count):
-        words = [rng.choice(GOOD if i % 2 else BAD) for _ in range(rng.randint(1, 5))]
-        rows.append(f"{('neg', 'pos')[i % 2]},a {' '.join(words)} film")
-    path.write_text("label,text\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    return path
 
 
 def vector_sets(path: Path, count: int = 30) -> Path:
@@ -47,30 +35,7 @@ def vector_sets(path: Path, count: int = 30) -> Path:
 
 def train_run(folder: Path, dataset: Path, *overrides: str) -> Path:
     """A tiny model trained for one epoch on ``dataset``; its run folder."""
-    config = folder / "config.toml"
-    config.write_text(
-        f"""run_dir = "{folder / "run"}"
-
-[data]
-dataset = "{dataset}"
-batch_size = 16
-max_len = 48
-
-[model]
-embed_dim = 16
-num_heads = 2
-num_layers = 1
-ffn_dim = 16
-dropout = 0.0
-
-[train]
-epochs = 1
-warmup_steps = 1
-device = "cpu"
-threads = 1
-""",
-        encoding="utf-8",
-    )
+    config = write_tiny_config(folder, dataset)
     sets = [arg for setting in overrides for arg in ("--set", setting)]
     threads = torch.get_num_threads()
     try:
@@ -93,7 +58,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> RunMaker:
         key = (kind, *overrides)
         if key not in runs:
             folder = tmp_path_factory.mktemp(kind)
-            write = reviews if kind == "reviews" else vector_sets
+            write = write_reviews if kind == "reviews" else vector_sets
             data = write(folder / ("train.csv" if kind == "reviews" else "train.npz"))
             runs[key] = train_run(folder, data, *overrides)
         return runs[key]

@@ -3,7 +3,6 @@ weights, an inference checkpoint that eval and predict load; its one-line refusa
 
 from __future__ import annotations
 
-import random
 import shutil
 from pathlib import Path
 
@@ -15,47 +14,17 @@ from selfattn.train.average import average_checkpoints
 from selfattn.train.checkpoint import load_checkpoint, save_checkpoint
 from selfattn.train.config import Config, DataConfig
 
-GOOD, BAD = ["warm", "funny", "best", "great"], ["dull", "long", "mess", "worst"]
+from ..tiny_runs import write_reviews, write_tiny_config
 
 
 def write_config(
     folder: Path, *, epochs: int = 3, keep_epochs: int = 0, architecture: str = "transformer"
 ) -> Path:
     """A tiny review classifier's config (and its data) in ``folder``; run_dir folder/run."""
-    heads = "num_heads = 2\n" if architecture == "transformer" else ""
-    rng = random.Random(0)
-    rows = []
-    for i in range(30):
-        words = [rng.choice(GOOD if i % 2 else BAD) for _ in range(rng.randint(1, 5))]
-        rows.append(f"{('neg', 'pos')[i % 2]},a {' '.join(words)} film")
-    data = folder / "train.csv"
-    data.write_text("label,text\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    config = folder / "config.toml"
-    config.write_text(
-        f"""run_dir = "{folder / "run"}"
-
-[data]
-dataset = "{data}"
-batch_size = 16
-max_len = 48
-
-[model]
-architecture = "{architecture}"
-embed_dim = 16
-{heads}num_layers = 1
-ffn_dim = 16
-dropout = 0.0
-
-[train]
-epochs = {epochs}
-keep_epochs = {keep_epochs}
-warmup_steps = 1
-device = "cpu"
-threads = 1
-""",
-        encoding="utf-8",
+    data = write_reviews(folder / "train.csv")
+    return write_tiny_config(
+        folder, data, epochs=epochs, architecture=architecture, keep_epochs=keep_epochs
     )
-    return config
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

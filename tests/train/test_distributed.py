@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -19,7 +18,8 @@ from selfattn.cli.main import main
 from selfattn.train.checkpoint import MANIFEST, load_checkpoint
 from selfattn.train.distributed import EmptyShare, share, world_from_env
 
-GOOD, BAD = ["warm", "funny", "best", "great"], ["dull", "long", "mess", "worst"]
+from ..tiny_runs import write_reviews, write_tiny_config
+
 #: A bias that softmax attention cannot see (its gradient is 0 up to rounding, which
 #: AdamW's normalisation blows up to ±lr): compared loosely.
 INVISIBLE = "k_proj.bias"
@@ -27,35 +27,8 @@ INVISIBLE = "k_proj.bias"
 
 def write_run(folder: Path, rows: int = 63, epochs: int = 2) -> Path:
     """A review file of ``rows`` rows and a config of a tiny model (no dropout)."""
-    rng = random.Random(0)
-    lines = []
-    for i in range(rows):
-        words = [rng.choice(GOOD if i % 2 else BAD) for _ in range(rng.randint(1, 5))]
-        lines.append(f"{('neg', 'pos')[i % 2]},a {' '.join(words)} film")
-    data = folder / "train.csv"
-    data.write_text("label,text\n" + "\n".join(lines) + "\n", encoding="utf-8")
-    config = folder / "config.toml"
-    config.write_text(
-        f"""run_dir = "{folder / "run"}"
-[data]
-dataset = "{data}"
-batch_size = 8
-max_len = 48
-[model]
-embed_dim = 16
-num_heads = 2
-num_layers = 2
-ffn_dim = 16
-dropout = 0.0
-[train]
-epochs = {epochs}
-warmup_steps = 1
-device = "cpu"
-threads = 1
-""",
-        encoding="utf-8",
-    )
-    return config
+    data = write_reviews(folder / "train.csv", rows)
+    return write_tiny_config(folder, data, epochs=epochs, batch_size=8, num_layers=2)
 
 
 def selfattn(*args: str, **popen: Any) -> subprocess.Popen[str]:
