@@ -67,6 +67,25 @@ def test_temporal_encoding_tells_the_newest_sentence() -> None:
     assert int(p.argmax()) == 2  # the third sentence is the newest
 
 
+def test_an_empty_memory_makes_the_older_sentences_older() -> None:
+    """Random noise works through the temporal encoding: an empty slot between two
+    sentences counts as a step of age, so the older sentence gets the next age's vector."""
+    net = MemN2N(V, D, hops=1, max_memories=5, position_encoding=False)
+    with torch.no_grad():
+        for embedding in net.embeddings:
+            embedding.weight.zero_()
+        net.times[0].zero_()
+        net.times[0][2, 0] = 5.0  # the key of age 2 points along the question
+        net.embeddings[0].weight[1, 0] = 1.0  # question word 1
+    question = torch.tensor([[1]])
+    plain = net(torch.tensor([[[2], [3], [4], [0], [0]]]), question).attentions[0]
+    noisy = net(torch.tensor([[[2], [0], [3], [4], [0]]]), question).attentions[0]
+    assert int(plain.argmax()) == 0 and float(plain[0, 0]) > 0.9  # ages 2, 1, 0
+    # Ages 3, (empty), 1, 0: no sentence has age 2 any more, so none stands out.
+    assert float(noisy[0, 1]) == 0.0
+    torch.testing.assert_close(noisy[0, [0, 2, 3]], torch.full((3,), 1 / 3))
+
+
 def test_position_encoding_matches_the_paper() -> None:
     weights = position_encoding(4, 2)
     j, k = 2, 1  # 1-based

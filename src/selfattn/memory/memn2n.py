@@ -141,9 +141,11 @@ class MemN2N(nn.Module):
         if question.shape[0] != batch:
             raise ValueError(f"question batch {question.shape[0]} != memory batch {batch}")
         empty = (memories == 0).all(-1)  # (B, N)
-        # Age of each slot: the newest real sentence is 0 (slots are oldest first).
-        real = (~empty).long()
-        age = (real.flip(1).cumsum(1).flip(1) - 1).clamp(min=0)  # (B, N)
+        # Age of each slot: slots before the newest real sentence (age 0), empty ones
+        # included, so an empty memory (random noise) makes the older sentences older.
+        index = torch.arange(slots, device=memories.device)
+        newest = torch.where(empty, 0, index).amax(1, keepdim=True)  # (B, 1)
+        age = (newest - index).clamp(min=0)  # (B, N); past the newest: masked anyway
         if self.tying == "adjacent":
             u = self._sentences(question, self._embedding(0))  # B = A¹
         else:
