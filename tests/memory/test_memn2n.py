@@ -78,8 +78,8 @@ def test_an_empty_memory_makes_the_older_sentences_older() -> None:
         net.times[0][2, 0] = 5.0  # the key of age 2 points along the question
         net.embeddings[0].weight[1, 0] = 1.0  # question word 1
     question = torch.tensor([[1]])
-    plain = net(torch.tensor([[[2], [3], [4], [0], [0]]]), question).attentions[0]
-    noisy = net(torch.tensor([[[2], [0], [3], [4], [0]]]), question).attentions[0]
+    plain = net(torch.tensor([[[2], [3], [4], [0], [0]]]), question).attentions[0].detach()
+    noisy = net(torch.tensor([[[2], [0], [3], [4], [0]]]), question).attentions[0].detach()
     assert int(plain.argmax()) == 0 and float(plain[0, 0]) > 0.9  # ages 2, 1, 0
     # Ages 3, (empty), 1, 0: no sentence has age 2 any more, so none stands out.
     assert float(noisy[0, 1]) == 0.0

@@ -307,7 +307,12 @@ def run_attention(args: argparse.Namespace) -> int:
             slug = figure.title.replace(" ", "-")
             path = args.output.with_name(f"{args.output.stem}.{slug}{args.output.suffix}")
         written = plot_attention(
-            figure.maps, figure.queries, path, title=args.text, key_tokens=figure.keys
+            figure.maps,
+            figure.queries,
+            path,
+            title=args.text,
+            key_tokens=figure.keys,
+            layer_name=figure.layer,
         )
         layers = plural(len(figure.maps), figure.layer)
         heads = plural(figure.maps[0].shape[0], "head")

@@ -45,6 +45,7 @@ from selfattn.data.batching.splits import dev_note, stratified_subset
 from selfattn.data.readers.formats import tokenize
 from selfattn.data.readers.user_input import input_format
 from selfattn.data.recipes.images import image_shape
+from selfattn.data.recipes.stories import END as STORY_END
 from selfattn.data.specials import IGNORE_INDEX, NO_LABEL
 from selfattn.data.types import DataError, TaskType
 from selfattn.pipeline.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
@@ -57,6 +58,7 @@ from selfattn.pipeline.task import (
     register_task,
     too_long,
 )
+from selfattn.tasks.memory import MemoryTaskModel
 from selfattn.tasks.model import TaskModel, TaskSpec, build_model_from_spec, input_length_limit
 from selfattn.tasks.pretrained import PretrainedTaskModel
 from selfattn.tasks.seq2seq_config import Seq2SeqConfig
@@ -214,10 +216,15 @@ class LabelTask(Task):
         model = build_model_from_spec(self.config.model, self.spec)
         if self.pretrained is not None:
             self.pretrained.start(model, self.config)
+        if isinstance(model, MemoryTaskModel) and self.vocab is not None:
+            model.bind(self.vocab, list(self.labels.labels))
         return model
 
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
         """Label-smoothed cross-entropy of ``model(batch)``."""
+        inner = getattr(model, "module", model)  # under DistributedDataParallel
+        if isinstance(inner, MemoryTaskModel):
+            inner.start_step(step)
         return compute_loss(model(batch), batch.labels, self.config.train.label_smoothing)
 
     def evaluate(
@@ -352,6 +359,8 @@ class LabelTask(Task):
             ValueError: longer than the model reads; a model without attention weights.
         """
         self.check_options(options)
+        if isinstance(model, MemoryTaskModel):
+            return [memory_figure(model, self.collate([example]), example)]
         assert isinstance(model, TaskModel | PretrainedTaskModel)
         example = self.fit(model, example, windows=False)
         maps = [layer[0] for layer in model.attention_maps(self.collate([example]))]
@@ -361,6 +370,34 @@ class LabelTask(Task):
         else:
             axis = model.attention_labels(positions(example))
         return [AttentionFigure("self-attention", maps, axis, axis)]
+
+
+def memory_figure(model: MemoryTaskModel, batch: Batch, example: Example) -> AttentionFigure:
+    """A memory network's attention of one story: per hop a ``(1, 1, N)`` map from its
+    question to its facts (the ones it keeps), each labelled by its words."""
+    hops, stories = model.hop_attention(batch)
+    facts = _sentences(example.tokens or ())
+    question = facts.pop() if facts and not _is_fact(facts[-1]) else ""
+    kept = facts[len(facts) - stories.memories.shape[1] :] if facts else []
+    keys = [" ".join(words) for words in kept]
+    maps = [weights[:1, : len(keys)].unsqueeze(0) for weights in hops]
+    return AttentionFigure(
+        "memory attention", maps, [" ".join(question) or "?"], keys or ["(no facts)"], "hop"
+    )
+
+
+def _sentences(tokens: Sequence[str]) -> list[list[str]]:
+    """``tokens`` cut after every ``.``: the facts (with their ``.``), then what follows."""
+    out: list[list[str]] = [[]]
+    for token in tokens:
+        out[-1].append(token)
+        if token == STORY_END:
+            out.append([])
+    return [sentence for sentence in out if sentence]
+
+
+def _is_fact(sentence: list[str]) -> bool:
+    return bool(sentence) and sentence[-1] == STORY_END
 
 
 def refuse_seq2seq_settings(config: Config, task: str) -> None:

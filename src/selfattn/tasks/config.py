@@ -16,8 +16,9 @@ from selfattn.kernels import KERNELS
 from selfattn.positional import GRID_POSITIONAL, POSITIONAL
 
 Architecture = Literal[
-    "transformer", "fc", "fc_window", "bigru", "cnn", "conformer", "graph", "cnn2d"
+    "transformer", "fc", "fc_window", "bigru", "cnn", "conformer", "graph", "cnn2d", "memn2n"
 ]
+MemoryTying = Literal["adjacent", "layerwise"]
 Pooling = Literal["mean", "first", "attention", "cls"]
 
 # Fields every architecture reads (what an input or task does not read is checked at build).
@@ -60,7 +61,25 @@ ARCHITECTURE_FIELDS: dict[str, frozenset[str]] = {
     "bigru": frozenset(),
     "cnn": frozenset({"window_k"}),
     "cnn2d": frozenset({"window_k"}),
+    # Not an encoder under a head: sentence memories read hop after hop
+    # (:mod:`selfattn.tasks.memory`); it reads none of the fields above but these.
+    "memn2n": frozenset({"memory_size", "memory_tying", "linear_start_steps", "memory_noise"}),
 }
+#: Architectures that are not an input embedding, an encoder and a head: they read only
+#: ``architecture``, ``embed_dim``, ``num_layers`` and their own fields.
+_OWN_FIELDS_ONLY = frozenset({"memn2n"})
+
+
+def fields_read(architecture: str) -> frozenset[str]:
+    """The :class:`ModelConfig` fields ``architecture`` reads."""
+    if architecture in _OWN_FIELDS_ONLY:
+        return (
+            frozenset({"architecture", "embed_dim", "num_layers"})
+            | ARCHITECTURE_FIELDS[architecture]
+        )
+    return _EVERY_ARCHITECTURE | ARCHITECTURE_FIELDS[architecture]
+
+
 #: Architectures whose encoder can read a prepended [CLS] vector (``pooling = "cls"``).
 CLS_ARCHITECTURES = ("transformer", "conformer")
 
@@ -76,10 +95,13 @@ class ModelConfig:
             neighbourhood), ``bigru`` (bidirectional GRU), ``cnn`` (1-D convolutions),
             ``conformer`` (self-attention + convolution blocks, Gulati et al. 2020),
             ``graph`` (self-attention along a graph's edges, :mod:`selfattn.tasks.graph`),
-            ``cnn2d`` (a 2-D CNN over an image's pixel grid, :mod:`selfattn.tasks.vision`).
+            ``cnn2d`` (a 2-D CNN over an image's pixel grid, :mod:`selfattn.tasks.vision`),
+            or ``memn2n``, not an encoder but an end-to-end memory network
+            (:mod:`selfattn.tasks.memory`, lecture 003): a story's facts are its memories,
+            its question reads them over ``num_layers`` hops (sequence tasks on text).
         embed_dim: E, size of the input vectors the encoder receives.
         num_heads: H, attention heads (``transformer``, ``conformer``, ``graph``).
-        num_layers: blocks / MLP layers / GRU layers / convolutions.
+        num_layers: blocks / MLP layers / GRU layers / convolutions / memory hops.
         ffn_dim: the transformer's feed-forward width; the baselines' hidden width (and
             output size).
         dropout: dropout everywhere a layer has some.
@@ -137,6 +159,16 @@ class ModelConfig:
             (:mod:`selfattn.tasks.pretrained`). The checkpoint's shape replaces
             ``embed_dim``, ``num_heads``, ``num_layers``, ``ffn_dim`` and the block design;
             setting one of them to another value is refused.
+        memory_size: ``memn2n``: the most recent facts a story keeps as memories (50, as
+            Sukhbaatar et al.); older ones are not read.
+        memory_tying: ``memn2n``: ``"adjacent"`` (each hop's output embedding is the next
+            hop's input embedding; the answer matrix is the last one) or ``"layerwise"``
+            (all hops share them, with a linear map between hops).
+        linear_start_steps: ``memn2n``: train the first this many optimizer steps without
+            the hops' softmax (linear start, §4.2), then with it; 0: never linear.
+        memory_noise: ``memn2n``: in training, put an empty memory before each fact with
+            this probability (random noise, §4.2: 0.1 in the paper), so the learned
+            per-age vectors do not overfit; 0: none.
 
     Each architecture reads the fields of :data:`ARCHITECTURE_FIELDS` (and those every
     one reads); the builders refuse another field set to anything but its default, in one
@@ -166,11 +198,28 @@ class ModelConfig:
     include_self: bool = True
     share_weights: bool = False
     pretrained: str | None = None
+    memory_size: int = 50
+    memory_tying: MemoryTying = "adjacent"
+    linear_start_steps: int = 0
+    memory_noise: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
             if getattr(self, name) < 1:
                 raise ValueError(f"model.{name} must be >= 1, got {getattr(self, name)}")
+        if self.memory_size < 1:
+            raise ValueError(f"model.memory_size must be >= 1, got {self.memory_size}")
+        if self.memory_tying not in ("adjacent", "layerwise"):
+            raise ValueError(
+                f"model.memory_tying: unknown tying {self.memory_tying!r}; choose adjacent "
+                "or layerwise"
+            )
+        if self.linear_start_steps < 0:
+            raise ValueError(
+                f"model.linear_start_steps must be >= 0, got {self.linear_start_steps}"
+            )
+        if not 0.0 <= self.memory_noise < 1.0:
+            raise ValueError(f"model.memory_noise must be in [0, 1), got {self.memory_noise}")
         if self.window_k < 0:
             raise ValueError(f"model.window_k must be >= 0, got {self.window_k}")
         if not 0.0 <= self.dropout < 1.0:
@@ -247,7 +296,7 @@ class ModelConfig:
         Raises:
             ValueError: naming the field, its value and the architecture.
         """
-        reads = _EVERY_ARCHITECTURE | ARCHITECTURE_FIELDS[self.architecture]
+        reads = fields_read(self.architecture)
         for name, default in DEFAULTS.items():
             value = getattr(self, name)
             if name in reads or value == default or (name == "positional" and value is None):
@@ -283,7 +332,7 @@ class ModelConfig:
         """This config with another architecture, and the fields that one does not read
         back at their defaults (positions: none), so the same section can train every
         architecture (``selfattn demo`` compares the baselines this way)."""
-        reads = _EVERY_ARCHITECTURE | ARCHITECTURE_FIELDS[architecture]
+        reads = fields_read(architecture)
         unread = {name: default for name, default in DEFAULTS.items() if name not in reads}
         if "positional" in unread:
             unread["positional"] = None

@@ -31,6 +31,7 @@ from selfattn.tasks.heads import (
     SequenceRegressor,
     TokenClassifier,
 )
+from selfattn.tasks.memory import MemoryTaskModel
 from selfattn.tasks.pretrained import PretrainedTaskModel, build_pretrained_model
 from selfattn.tasks.vision import ImageEmbedding, build_image_parts, uses_image
 
@@ -230,7 +231,7 @@ def build_model(
     target_mean: float = 0.0,
     target_std: float = 1.0,
     pretrained: dict[str, Any] | None = None,
-) -> TaskModel | PretrainedTaskModel:
+) -> TaskModel | PretrainedTaskModel | MemoryTaskModel:
     """The model ``config`` describes, for a task with these inputs and labels.
 
     Args:
@@ -281,6 +282,8 @@ def build_model(
                 pretrained=pretrained,
             ),
         )
+    if config.architecture == "memn2n":
+        return _memory_model(config, task, vocab_size, num_labels, max_len)
     if config.char_features and vocab_size is not None and char_vocab_size is None:
         raise ValueError("model.char_features is on, but there is no character vocabulary")
     use_chars = config.char_features and vocab_size is not None
@@ -334,6 +337,23 @@ def build_model(
     return TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
 
 
+def _memory_model(
+    config: ModelConfig, task: TaskType, vocab_size: int | None, num_labels: int, max_len: int
+) -> MemoryTaskModel:
+    """The memory network of ``config`` (:mod:`selfattn.tasks.memory`)."""
+    if task != "sequence":
+        raise ValueError(
+            f'model.architecture = "memn2n" answers one label per story (a sequence task), '
+            f"not a {task} task"
+        )
+    if vocab_size is None:
+        raise ValueError(
+            'model.architecture = "memn2n" reads stories of words; this data is not words'
+        )
+    spec = TaskSpec(task=task, num_labels=num_labels, vocab_size=vocab_size, max_len=max_len)
+    return MemoryTaskModel(config, vocab_size=vocab_size, num_labels=num_labels, spec=spec)
+
+
 def input_length_limit(model: nn.Module) -> tuple[int, str] | None:
     """The longest input ``model`` can read and why, or ``None`` when any length works.
 
@@ -352,6 +372,8 @@ def input_length_limit(model: nn.Module) -> tuple[int, str] | None:
     return min(limits) if limits else None
 
 
-def build_model_from_spec(config: ModelConfig, spec: TaskSpec) -> TaskModel | PretrainedTaskModel:
+def build_model_from_spec(
+    config: ModelConfig, spec: TaskSpec
+) -> TaskModel | PretrainedTaskModel | MemoryTaskModel:
     """:func:`build_model` with the inputs and labels of a stored :class:`TaskSpec`."""
     return build_model(config, **asdict(spec))

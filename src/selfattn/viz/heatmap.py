@@ -24,6 +24,7 @@ def plot_attention(
     title: str | None = None,
     panel_size: float = 2.4,
     key_tokens: Sequence[str] | None = None,
+    layer_name: str = "layer",
 ) -> Path:
     """Write a grid of heatmaps (rows = layers, columns = heads) to ``path``.
 
@@ -36,11 +37,19 @@ def plot_attention(
         path: output image; the format follows the suffix (``.png``, ``.pdf``, ``.svg``).
         title: figure title.
         panel_size: inches per panel.
+        layer_name: what a row of panels is (``"layer"``, ``"decoder layer"``, ``"hop"``).
 
     Returns:
         The path written.
     """
-    fig = attention_figure(maps, tokens, title=title, panel_size=panel_size, key_tokens=key_tokens)
+    fig = attention_figure(
+        maps,
+        tokens,
+        title=title,
+        panel_size=panel_size,
+        key_tokens=key_tokens,
+        layer_name=layer_name,
+    )
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
@@ -54,6 +63,7 @@ def attention_figure(
     title: str | None = None,
     panel_size: float = 2.4,
     key_tokens: Sequence[str] | None = None,
+    layer_name: str = "layer",
 ) -> Figure:
     """The figure :func:`plot_attention` writes: one heatmap per layer and head, all on
     one colour scale (0 to the largest weight shown), read off the colour bar beside
@@ -92,7 +102,7 @@ def attention_figure(
                 vmax=top,
                 aspect=aspect,
             )
-            ax.set_title(f"layer {layer + 1} · head {head + 1}", fontsize=8)
+            ax.set_title(f"{layer_name} {layer + 1} · head {head + 1}", fontsize=8)
             if label_x:
                 ax.set_xticks(range(width), keys, rotation=90, fontsize=7)
             else:

@@ -26,6 +26,7 @@ from selfattn.data.readers.formats import (
     read_tagged,
     read_ts,
 )
+from selfattn.data.readers.stories import is_story_file, read_stories
 from selfattn.data.readers.wav_csv import is_wav_csv, read_wav_csv
 from selfattn.data.recipes import RECIPES
 from selfattn.data.types import DataError, DatasetSplits, Example, InputKind, TaskType
@@ -54,7 +55,8 @@ def load_dataset(
 
     For files, ``name_or_path`` is the training set; ``dev`` and ``test`` are optional
     further files (their splits stay empty otherwise). Files are read by extension:
-    ``.txt`` (``word/TAG`` lines), ``.conllu``, ``.csv`` / ``.tsv`` (``label,text``),
+    ``.txt`` (``word/TAG`` lines, or bAbI-style stories with questions:
+    :mod:`~selfattn.data.readers.stories`), ``.conllu``, ``.csv`` / ``.tsv`` (``label,text``),
     ``.npz`` (vector sets), ``.ts`` (sktime time series) — unless ``task="seq2seq"``:
     then every file, whatever its extension, holds ``source<TAB>target`` lines
     (:func:`~selfattn.data.readers.formats.read_parallel`). A ``.csv`` whose header is
@@ -139,6 +141,8 @@ def _read_user_file(
         examples = read_parallel(path)
     elif suffix == ".conllu":
         examples = read_conllu(path, tag=conllu_tag)
+    elif suffix == ".txt" and is_story_file(path):
+        examples = read_stories(path)
     elif suffix in _READERS:
         examples = _READERS[suffix](path)
     else:
