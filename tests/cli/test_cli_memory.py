@@ -21,7 +21,7 @@ STORY = "mary went to the kitchen . john moved to the garden . mary travelled to
 QUESTION = "where is mary ?"
 
 
-def _train(run_dir: Path, *extra: str) -> int:
+def _train(run_dir: Path, *extra: str, resume: bool = False) -> int:
     threads = torch.get_num_threads()
     try:
         return main(
@@ -29,7 +29,7 @@ def _train(run_dir: Path, *extra: str) -> int:
                 "train",
                 str(CONFIG),
                 "--no-progress",
-                "--overwrite",
+                "--resume" if resume else "--overwrite",
                 "--set",
                 f"run_dir={run_dir}",
                 "--set",
@@ -67,28 +67,8 @@ def test_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:
     )
     assert _train(straight, "--set", "train.epochs=3", *short) == 0
     assert _train(resumed, "--set", "train.epochs=1", *short) == 0
-    threads = torch.get_num_threads()
-    try:
-        assert (
-            main(
-                [
-                    "train",
-                    str(CONFIG),
-                    "--no-progress",
-                    "--resume",
-                    "--set",
-                    f"run_dir={resumed}",
-                    "--set",
-                    "train.epochs=3",
-                    *short,
-                    "--set",
-                    "train.threads=1",
-                ]
-            )
-            == 0
-        )
-    finally:
-        torch.set_num_threads(threads)
+    with pytest.warns(UserWarning, match="resuming with changed settings train.epochs"):
+        assert _train(resumed, "--set", "train.epochs=3", *short, resume=True) == 0
     a, b = _weights(straight), _weights(resumed)
     assert a.keys() == b.keys()
     for name in a:

@@ -39,5 +39,9 @@ def test_bits_wrong_counts_only_due_outputs() -> None:
 def test_refusals() -> None:
     with pytest.raises(ValueError, match="length ≥ 1"):
         copy_batch(1, 0)
-    with pytest.raises(ValueError, match="repeats must be in 0…10"):
-        copy_batch(1, 2, repeats=11)
+    with pytest.raises(ValueError, match="repeats must be ≥ 0"):
+        copy_batch(1, 2, repeats=-1)
+    with pytest.raises(ValueError, match="max_repeats ≥ 1"):
+        copy_batch(1, 2, repeats=2, max_repeats=0)
+    # More repeats than training's most: the count channel goes above 1.
+    assert float(copy_batch(1, 2, repeats=15).inputs[0, 3, 9]) == 1.5

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-TaskType = Literal["token", "sequence", "seq2seq", "regression"]
+TaskType = Literal["token", "sequence", "seq2seq", "regression", "bits"]
 InputKind = Literal["text", "vectors"]
 
 

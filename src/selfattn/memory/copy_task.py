@@ -44,16 +44,26 @@ def copy_batch(
 ) -> CopyBatch:
     """``batch`` sequences of ``length`` random vectors: copy (``repeats`` 0) or repeat
     copy (the sequence to be written ``repeats`` times, the count given after the
-    delimiter as ``repeats / max_repeats``).
+    delimiter as ``repeats / max_repeats``: training draws up to ``max_repeats``, and a
+    test of generalisation asks for more, a count above 1).
 
     Raises:
-        ValueError: ``length`` < 1, or ``repeats`` outside 0 … ``max_repeats``.
+        ValueError: ``length`` < 1, ``repeats`` < 0 or ``max_repeats`` < 1.
     """
     if length < 1:
         raise ValueError(f"copy sequences need length ≥ 1, got {length}")
-    if not 0 <= repeats <= max_repeats:
-        raise ValueError(f"repeats must be in 0…{max_repeats}, got {repeats}")
+    if repeats < 0 or max_repeats < 1:
+        raise ValueError(
+            f"repeats must be ≥ 0 and max_repeats ≥ 1, got {repeats} and {max_repeats}"
+        )
     sequence = torch.randint(0, 2, (batch, length, bits), generator=generator).float()
+    return copy_inputs(sequence, repeats=repeats, max_repeats=max_repeats)
+
+
+def copy_inputs(sequence: Tensor, *, repeats: int = 0, max_repeats: int = 10) -> CopyBatch:
+    """The copy (``repeats`` 0) or repeat-copy batch of given ``(B, L, bits)`` sequences of
+    0 / 1 vectors: what :func:`copy_batch` makes of random ones."""
+    batch, length, bits = sequence.shape
     written = sequence.repeat(1, max(repeats, 1), 1)  # what the machine writes
     read = length + 1 + (1 if repeats else 0)  # the sequence, the delimiter, the count
     total = read + written.shape[1] + (1 if repeats else 0)  # + end marker

@@ -16,7 +16,17 @@ from selfattn.kernels import KERNELS
 from selfattn.positional import GRID_POSITIONAL, POSITIONAL
 
 Architecture = Literal[
-    "transformer", "fc", "fc_window", "bigru", "cnn", "conformer", "graph", "cnn2d", "memn2n"
+    "transformer",
+    "fc",
+    "fc_window",
+    "bigru",
+    "cnn",
+    "conformer",
+    "graph",
+    "cnn2d",
+    "memn2n",
+    "ntm",
+    "lstm",
 ]
 MemoryTying = Literal["adjacent", "layerwise"]
 Pooling = Literal["mean", "first", "attention", "cls"]
@@ -63,20 +73,32 @@ ARCHITECTURE_FIELDS: dict[str, frozenset[str]] = {
     "cnn2d": frozenset({"window_k"}),
     # Not an encoder under a head: sentence memories read hop after hop
     # (:mod:`selfattn.tasks.memory`); it reads none of the fields above but these.
-    "memn2n": frozenset({"memory_size", "memory_tying", "linear_start_steps", "memory_noise"}),
+    "memn2n": frozenset(
+        {
+            "embed_dim",
+            "num_layers",
+            "memory_size",
+            "memory_tying",
+            "linear_start_steps",
+            "memory_noise",
+        }
+    ),
+    # The bits task's models (:mod:`selfattn.tasks.bits`): a neural Turing machine (its
+    # LSTM controller ffn_dim wide) and the LSTM baseline.
+    "ntm": frozenset({"ffn_dim", "memory_size", "memory_width"}),
+    "lstm": frozenset({"ffn_dim", "num_layers"}),
 }
 #: Architectures that are not an input embedding, an encoder and a head: they read only
-#: ``architecture``, ``embed_dim``, ``num_layers`` and their own fields.
-_OWN_FIELDS_ONLY = frozenset({"memn2n"})
+#: ``architecture`` and their own fields.
+_OWN_FIELDS_ONLY = frozenset({"memn2n", "ntm", "lstm"})
+#: The architectures of the ``bits`` task, and only of it.
+BITS_ARCHITECTURES = ("ntm", "lstm")
 
 
 def fields_read(architecture: str) -> frozenset[str]:
     """The :class:`ModelConfig` fields ``architecture`` reads."""
     if architecture in _OWN_FIELDS_ONLY:
-        return (
-            frozenset({"architecture", "embed_dim", "num_layers"})
-            | ARCHITECTURE_FIELDS[architecture]
-        )
+        return frozenset({"architecture"}) | ARCHITECTURE_FIELDS[architecture]
     return _EVERY_ARCHITECTURE | ARCHITECTURE_FIELDS[architecture]
 
 
@@ -98,12 +120,14 @@ class ModelConfig:
             ``cnn2d`` (a 2-D CNN over an image's pixel grid, :mod:`selfattn.tasks.vision`),
             or ``memn2n``, not an encoder but an end-to-end memory network
             (:mod:`selfattn.tasks.memory`, lecture 003): a story's facts are its memories,
-            its question reads them over ``num_layers`` hops (sequence tasks on text).
+            its question reads them over ``num_layers`` hops (sequence tasks on text);
+            for the ``bits`` task (the copy recipes), ``ntm``, a neural Turing machine,
+            or ``lstm``, its baseline (:mod:`selfattn.tasks.bits`).
         embed_dim: E, size of the input vectors the encoder receives.
         num_heads: H, attention heads (``transformer``, ``conformer``, ``graph``).
-        num_layers: blocks / MLP layers / GRU layers / convolutions / memory hops.
+        num_layers: blocks / MLP layers / GRU or LSTM layers / convolutions / memory hops.
         ffn_dim: the transformer's feed-forward width; the baselines' hidden width (and
-            output size).
+            output size); the LSTM's and the neural Turing machine's controller's size.
         dropout: dropout everywhere a layer has some.
         positional: positional encoding of the transformer and the Conformer, a key of
             :data:`selfattn.positional.POSITIONAL`, or ``None`` (``"none"`` in TOML; what
@@ -160,7 +184,8 @@ class ModelConfig:
             ``embed_dim``, ``num_heads``, ``num_layers``, ``ffn_dim`` and the block design;
             setting one of them to another value is refused.
         memory_size: ``memn2n``: the most recent facts a story keeps as memories (50, as
-            Sukhbaatar et al.); older ones are not read.
+            Sukhbaatar et al.); older ones are not read. ``ntm``: the memory's slots N.
+        memory_width: ``ntm``: the size M of each memory slot.
         memory_tying: ``memn2n``: ``"adjacent"`` (each hop's output embedding is the next
             hop's input embedding; the answer matrix is the last one) or ``"layerwise"``
             (all hops share them, with a linear map between hops).
@@ -199,6 +224,7 @@ class ModelConfig:
     share_weights: bool = False
     pretrained: str | None = None
     memory_size: int = 50
+    memory_width: int = 20
     memory_tying: MemoryTying = "adjacent"
     linear_start_steps: int = 0
     memory_noise: float = 0.0
@@ -207,8 +233,9 @@ class ModelConfig:
         for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
             if getattr(self, name) < 1:
                 raise ValueError(f"model.{name} must be >= 1, got {getattr(self, name)}")
-        if self.memory_size < 1:
-            raise ValueError(f"model.memory_size must be >= 1, got {self.memory_size}")
+        for name in ("memory_size", "memory_width"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"model.{name} must be >= 1, got {getattr(self, name)}")
         if self.memory_tying not in ("adjacent", "layerwise"):
             raise ValueError(
                 f"model.memory_tying: unknown tying {self.memory_tying!r}; choose adjacent "

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from selfattn.data.types import Batch, TaskType
 from selfattn.kernels.linformer import LinformerKernel
 from selfattn.positional.learned import LearnedPositional
-from selfattn.tasks.config import DEFAULTS, ModelConfig, toml_value
+from selfattn.tasks.config import BITS_ARCHITECTURES, DEFAULTS, ModelConfig, toml_value
 from selfattn.tasks.embedding import InputEmbedding
 from selfattn.tasks.encoders import (
     AttentionSequenceEncoder,
@@ -255,6 +255,11 @@ def build_model(
         ValueError: inconsistent inputs (both or neither of vocab_size and feature_dim,
             character features without a character vocabulary, an unknown task).
     """
+    if config.architecture in BITS_ARCHITECTURES:
+        raise ValueError(
+            f"model.architecture = {config.architecture!r} is for the bits task (the copy "
+            f"and repeat-copy recipes), not a {task} task"
+        )
     check_fields(config, task=task, text=vocab_size is not None)
     if config.pretrained is not None and pretrained is None:
         raise ValueError(

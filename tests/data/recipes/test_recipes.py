@@ -46,6 +46,8 @@ def test_registry_entries_are_complete() -> None:
         "solubility-logs",
         "karate",
         *(f"qa{task}{version}" for task in (1, 2, 3) for version in ("", "-10k")),
+        "copy",
+        "repeat-copy",
     }
     for name, recipe in RECIPES.items():
         assert recipe.name == name and recipe.description and recipe.licence

@@ -33,6 +33,8 @@ so importing it fills the table. A new recipe is a new module here plus one line
   :mod:`.speech`, synthesised by :mod:`.espeak`): spoken digits.
 * ``qa1``, ``qa2``, ``qa3`` and their ``-10k`` versions (sequence task, text;
   :mod:`.stories`): question answering over generated bAbI-style stories.
+* ``copy``, ``repeat-copy`` (bits task, vectors; :mod:`.bits`): the neural Turing
+  machine's copy tasks, generated.
 
 :func:`selfattn.data.readers.loading.load_dataset` loads a recipe by name, or a user's own
 files.
@@ -43,6 +45,7 @@ from __future__ import annotations
 # Imported for what importing them does: each module registers its recipes.
 from selfattn.data.recipes import (  # noqa: F401
     bible,
+    bits,
     graphs,
     hull,
     images,
