@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from pathlib import Path
 from typing import Any
 
-from selfattn.pipeline import Predictor, run
-from selfattn.train.config import load_config
+from run_cache import run_arguments, trained_row
+from selfattn.pipeline import Predictor
+from selfattn.train.loop import TrainResult
 
 SCORES = ("dot", "scaled_dot", "additive")
 NORMALIZERS = ("softmax", "relu")
@@ -32,46 +31,27 @@ RESULT = "attention_options.json"
 
 def train_one(score: str, normalizer: str, args: argparse.Namespace) -> dict[str, Any]:
     """Train one combination (or read its saved result); its test accuracy."""
-    out = args.out / f"{score}-{normalizer}"
-    saved = out / RESULT
-    if saved.is_file():
-        return dict(json.loads(saved.read_text(encoding="utf-8")))
-    overrides = [
-        *args.overrides,
+
+    def describe(result: TrainResult, predictor: Predictor) -> dict[str, Any]:
+        return {
+            "score": score,
+            "normalizer": normalizer,
+            "test_accuracy": predictor.evaluate("test")["accuracy"],
+            "dev_accuracy": (result.best or {}).get("dev_accuracy"),
+        }
+
+    settings = [
         f"model.score={json.dumps(score)}",
         f"model.normalizer={json.dumps(normalizer)}",
-        f"run_dir={json.dumps(str(out))}",
-        f"train.seed={args.seed}",
     ]
-    if args.threads:
-        overrides.append(f"train.threads={args.threads}")
-    config = load_config(args.config, overrides)
-    started = time.perf_counter()
-    result, _ = run(config, overwrite=True, progress=not args.no_progress)
-    best = result.best or {}
-    row = {
-        "score": score,
-        "normalizer": normalizer,
-        "test_accuracy": Predictor(result.run_dir).evaluate("test")["accuracy"],
-        "best_epoch": best.get("epoch"),
-        "dev_accuracy": best.get("dev_accuracy"),
-        "epochs": len(result.history),
-        "seconds": time.perf_counter() - started,
-    }
-    saved.write_text(json.dumps(row, indent=2) + "\n", encoding="utf-8")
-    return row
+    return trained_row(args, f"{score}-{normalizer}", settings, describe, RESULT)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", type=Path, default=Path("configs/sentiment_rt.toml"))
-    parser.add_argument("--out", type=Path, default=Path("runs/attention_options"))
+    run_arguments(parser, "configs/sentiment_rt.toml", "runs/attention_options")
     parser.add_argument("--scores", default=",".join(SCORES))
     parser.add_argument("--normalizers", default=",".join(NORMALIZERS))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, help="train.threads of every run")
-    parser.add_argument("--set", dest="overrides", action="append", default=[])
-    parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args()
     rows = [
         train_one(score, normalizer, args)

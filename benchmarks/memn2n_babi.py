@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from run_cache import run_arguments, trained_row
 from selfattn.data import load_dataset
 from selfattn.data.recipes.stories import supporting_facts
-from selfattn.pipeline import Predictor, run
+from selfattn.pipeline import Predictor
 from selfattn.tasks.memory import MemoryTaskModel
-from selfattn.train.config import load_config
+from selfattn.train.loop import TrainResult
 
 RESULT = "memn2n.json"
 
@@ -60,47 +59,27 @@ def support_hits(predictor: Predictor, recipe: str) -> list[float]:
 
 def train_one(recipe: str, hops: int, args: argparse.Namespace) -> dict[str, Any]:
     """Train one (recipe, hops) run, or read its saved result."""
-    out = args.out / f"{recipe}-{hops}hop"
-    saved = out / RESULT
-    if saved.is_file():
-        return dict(json.loads(saved.read_text(encoding="utf-8")))
-    overrides = [
-        *args.overrides,
+
+    def describe(result: TrainResult, predictor: Predictor) -> dict[str, Any]:
+        return {
+            "recipe": recipe,
+            "hops": hops,
+            "test_accuracy": predictor.evaluate("test")["accuracy"],
+            "support_hits": support_hits(predictor, recipe),
+        }
+
+    settings = [
         f"data.dataset={json.dumps(recipe)}",
         f"model.num_layers={hops}",
-        f"run_dir={json.dumps(str(out))}",
-        f"train.seed={args.seed}",
     ]
-    if args.threads:
-        overrides.append(f"train.threads={args.threads}")
-    config = load_config(args.config, overrides)
-    started = time.perf_counter()
-    result, _ = run(config, overwrite=True, progress=not args.no_progress)
-    predictor = Predictor(result.run_dir)
-    best = result.best or {}
-    row = {
-        "recipe": recipe,
-        "hops": hops,
-        "test_accuracy": predictor.evaluate("test")["accuracy"],
-        "support_hits": support_hits(predictor, recipe),
-        "best_epoch": best.get("epoch"),
-        "epochs": len(result.history),
-        "seconds": time.perf_counter() - started,
-    }
-    saved.write_text(json.dumps(row, indent=2) + "\n", encoding="utf-8")
-    return row
+    return trained_row(args, f"{recipe}-{hops}hop", settings, describe, RESULT)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", type=Path, default=Path("configs/qa_memn2n.toml"))
-    parser.add_argument("--out", type=Path, default=Path("runs/memn2n_babi"))
+    run_arguments(parser, "configs/qa_memn2n.toml", "runs/memn2n_babi")
     parser.add_argument("--recipes", default="qa1,qa2,qa3")
     parser.add_argument("--hops", default="1,2,3")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, help="train.threads of every run")
-    parser.add_argument("--set", dest="overrides", action="append", default=[])
-    parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args()
     hop_counts = [int(hops) for hops in args.hops.split(",")]
     rows = [

@@ -6,6 +6,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import torch
+
+from selfattn.cli.main import main
+
 GOOD, BAD = ["warm", "funny", "best", "great"], ["dull", "long", "mess", "worst"]
 
 
@@ -59,3 +63,24 @@ threads = 1
         encoding="utf-8",
     )
     return config
+
+
+def train_config(config: Path, run_dir: Path, *settings: str, resume: bool = False) -> int:
+    """``selfattn train config`` into ``run_dir`` on one thread, no progress bar; each
+    of ``settings`` is one ``--set`` (``"train.epochs=2"``); ``resume`` continues the
+    run instead of starting it afresh. Returns the exit status (PyTorch's thread count is
+    put back after)."""
+    threads = torch.get_num_threads()
+    overrides = [f"run_dir={run_dir}", "train.threads=1", *settings]
+    try:
+        return main(
+            [
+                "train",
+                str(config),
+                "--no-progress",
+                "--resume" if resume else "--overwrite",
+                *(part for setting in overrides for part in ("--set", setting)),
+            ]
+        )
+    finally:
+        torch.set_num_threads(threads)

@@ -15,30 +15,15 @@ from selfattn.explore.page import read_payload
 from selfattn.pipeline import Predictor
 
 from ..data.test_story_files import _write_babi
+from ..tiny_runs import train_config
 
 CONFIG = Path(__file__).parents[2] / "configs" / "qa_memn2n.toml"
 STORY = "mary went to the kitchen . john moved to the garden . mary travelled to the office ."
 QUESTION = "where is mary ?"
 
 
-def _train(run_dir: Path, *extra: str, resume: bool = False) -> int:
-    threads = torch.get_num_threads()
-    try:
-        return main(
-            [
-                "train",
-                str(CONFIG),
-                "--no-progress",
-                "--resume" if resume else "--overwrite",
-                "--set",
-                f"run_dir={run_dir}",
-                "--set",
-                "train.threads=1",
-                *extra,
-            ]
-        )
-    finally:
-        torch.set_num_threads(threads)
+def _train(run_dir: Path, *settings: str, resume: bool = False) -> int:
+    return train_config(CONFIG, run_dir, *settings, resume=resume)
 
 
 def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -49,7 +34,8 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("qa") / "run"
-    assert _train(run_dir, "--set", "train.epochs=8") == 0
+    fast = ("model.linear_start_steps=0", "train.lr=0.01")  # 8 epochs
+    assert _train(run_dir, "train.epochs=8", *fast) == 0
     return run_dir
 
 
@@ -58,17 +44,14 @@ def test_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:
     that asking for more epochs on resuming changes nothing else)."""
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     short = (
-        "--set",
         "data.train_fraction=0.2",  # 200 stories: 7 steps an epoch
-        "--set",
         'train.schedule="constant"',
-        "--set",
         "model.linear_start_steps=10",  # linear into the second epoch
     )
-    assert _train(straight, "--set", "train.epochs=3", *short) == 0
-    assert _train(resumed, "--set", "train.epochs=1", *short) == 0
+    assert _train(straight, "train.epochs=3", *short) == 0
+    assert _train(resumed, "train.epochs=1", *short) == 0
     with pytest.warns(UserWarning, match="resuming with changed settings train.epochs"):
-        assert _train(resumed, "--set", "train.epochs=3", *short, resume=True) == 0
+        assert _train(resumed, "train.epochs=3", *short, resume=True) == 0
     a, b = _weights(straight), _weights(resumed)
     assert a.keys() == b.keys()
     for name in a:
@@ -123,13 +106,9 @@ def test_a_users_babi_file_trains_the_memory_network(
     assert (
         _train(
             run_dir,
-            "--set",
             f'data.dataset="{train}"',
-            "--set",
             f'data.test="{test}"',
-            "--set",
             "data.lowercase=true",
-            "--set",
             "train.epochs=2",
         )
         == 0

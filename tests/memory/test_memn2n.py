@@ -52,16 +52,23 @@ def test_without_temporal_encoding_the_memory_is_a_set() -> None:
         torch.testing.assert_close(q, p[:, perm])
 
 
-def test_temporal_encoding_tells_the_newest_sentence() -> None:
-    """With temporal encoding the same sentences in another order answer differently; the
-    newest real sentence has age 0 even when empty slots follow it."""
+def _looking_for_age(age: int) -> MemN2N:
+    """One hop whose question (word 1) matches only the key of memories of age ``age``:
+    every word embeds to 0, the temporal vector of that age points along the question."""
     net = MemN2N(V, D, hops=1, max_memories=5, position_encoding=False)
     with torch.no_grad():
         for embedding in net.embeddings:
             embedding.weight.zero_()
         net.times[0].zero_()
-        net.times[0][0, 0] = 5.0  # the key of age 0 points along the question
-        net.embeddings[0].weight[1, 0] = 1.0  # question word 1
+        net.times[0][age, 0] = 5.0
+        net.embeddings[0].weight[1, 0] = 1.0
+    return net
+
+
+def test_temporal_encoding_tells_the_newest_sentence() -> None:
+    """With temporal encoding the same sentences in another order answer differently; the
+    newest real sentence has age 0 even when empty slots follow it."""
+    net = _looking_for_age(0)
     memories = torch.tensor([[[2], [3], [4], [0], [0]]])
     p = net(memories, torch.tensor([[1]])).attentions[0]
     assert int(p.argmax()) == 2  # the third sentence is the newest
@@ -70,13 +77,7 @@ def test_temporal_encoding_tells_the_newest_sentence() -> None:
 def test_an_empty_memory_makes_the_older_sentences_older() -> None:
     """Random noise works through the temporal encoding: an empty slot between two
     sentences counts as a step of age, so the older sentence gets the next age's vector."""
-    net = MemN2N(V, D, hops=1, max_memories=5, position_encoding=False)
-    with torch.no_grad():
-        for embedding in net.embeddings:
-            embedding.weight.zero_()
-        net.times[0].zero_()
-        net.times[0][2, 0] = 5.0  # the key of age 2 points along the question
-        net.embeddings[0].weight[1, 0] = 1.0  # question word 1
+    net = _looking_for_age(2)
     question = torch.tensor([[1]])
     plain = net(torch.tensor([[[2], [3], [4], [0], [0]]]), question).attentions[0].detach()
     noisy = net(torch.tensor([[[2], [0], [3], [4], [0]]]), question).attentions[0].detach()

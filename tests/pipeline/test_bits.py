@@ -19,6 +19,8 @@ from selfattn.pipeline import Predictor
 from selfattn.pipeline.bits import BitsTask
 from selfattn.train.config import load_config
 
+from ..tiny_runs import train_config
+
 CONFIG = Path(__file__).parents[2] / "configs" / "copy_ntm.toml"
 
 
@@ -79,34 +81,21 @@ def test_typed_inputs_are_the_copy_tasks_layout() -> None:
         repeat.example("10110010")
 
 
-def _train(run_dir: Path, *extra: str, resume: bool = False) -> int:
-    threads = torch.get_num_threads()
-    try:
-        return main(
-            [
-                "train",
-                str(CONFIG),
-                "--no-progress",
-                "--resume" if resume else "--overwrite",
-                "--set",
-                f"run_dir={run_dir}",
-                "--set",
-                "data.train_fraction=0.02",  # 400 sequences: 25 steps an epoch
-                "--set",
-                "model.memory_size=32",
-                "--set",
-                "train.threads=1",
-                *extra,
-            ]
-        )
-    finally:
-        torch.set_num_threads(threads)
+def _train(run_dir: Path, *settings: str, resume: bool = False) -> int:
+    return train_config(
+        CONFIG,
+        run_dir,
+        "data.train_fraction=0.02",
+        "model.memory_size=32",
+        *settings,
+        resume=resume,
+    )
 
 
 @pytest.fixture(scope="module")
 def ntm_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("copy") / "ntm"
-    assert _train(run_dir, "--set", "train.epochs=2") == 0
+    assert _train(run_dir, "train.epochs=2") == 0
     return run_dir
 
 
@@ -153,13 +142,9 @@ def test_the_lstm_baseline_has_no_attention_and_models_stay_in_their_task(
     assert (
         _train(
             run_dir,
-            "--set",
             'model.architecture="lstm"',
-            "--set",
             "model.memory_size=50",  # back at its default: the lstm does not read it
-            "--set",
             "model.num_layers=1",
-            "--set",
             "train.epochs=1",
         )
         == 0
@@ -167,7 +152,7 @@ def test_the_lstm_baseline_has_no_attention_and_models_stay_in_their_task(
     capsys.readouterr()
     assert main(["attention", str(run_dir), "10110010", "-o", str(tmp_path / "x.png")]) == 2
     assert 'architecture "lstm" has no attention' in capsys.readouterr().err
-    transformer = ("--set", 'model.architecture="transformer"', "--set", "model.memory_size=50")
+    transformer = ('model.architecture="transformer"', "model.memory_size=50")
     assert _train(tmp_path / "t", *transformer) == 2
     assert '"ntm"' in capsys.readouterr().err
     sentiment = [
@@ -184,10 +169,10 @@ def test_the_lstm_baseline_has_no_attention_and_models_stay_in_their_task(
 
 def test_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    assert _train(straight, "--set", "train.epochs=2") == 0
-    assert _train(resumed, "--set", "train.epochs=1") == 0
+    assert _train(straight, "train.epochs=2") == 0
+    assert _train(resumed, "train.epochs=1") == 0
     with pytest.warns(UserWarning, match="resuming with changed settings train.epochs"):
-        assert _train(resumed, "--set", "train.epochs=2", resume=True) == 0
+        assert _train(resumed, "train.epochs=2", resume=True) == 0
     (a,) = (straight / "last").glob("model-*.safetensors")
     (b,) = (resumed / "last").glob("model-*.safetensors")
     first, second = load_file(a), load_file(b)
