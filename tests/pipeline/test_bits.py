@@ -101,7 +101,7 @@ def ntm_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_eval_scores_every_test_length(ntm_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lines = [json.loads(line) for line in (ntm_run / "metrics.jsonl").read_text().splitlines()]
-    assert lines[1]["dev_loss"] < lines[0]["dev_loss"] < 0.7  # below chance's log 2
+    assert all(line["dev_loss"] < 0.69 for line in lines)  # below a guess's log 2 = 0.693
     capsys.readouterr()
     assert main(["eval", str(ntm_run), "--threads", "1"]) == 0
     metrics = json.loads(capsys.readouterr().out)
