@@ -28,7 +28,7 @@ from selfattn.data.batching.splits import stratified_subset
 from selfattn.data.specials import IGNORE_INDEX
 from selfattn.data.types import DataError
 from selfattn.memory.copy_task import copy_inputs
-from selfattn.pipeline.task import EVAL_BATCH_SIZE, AttentionFigure, Task, register_task
+from selfattn.pipeline.task import AttentionFigure, Task, register_task
 from selfattn.tasks.bits import BitsBatch, NTMBits, build_bits_model
 from selfattn.tasks.model import TaskSpec
 
@@ -239,12 +239,6 @@ class BitsTask(Task):
                     "bits_wrong"
                 ]
         return metrics
-
-    def batches_of(self, examples: list[Example]) -> list[Any]:
-        return [
-            self.collate(examples[i : i + EVAL_BATCH_SIZE])
-            for i in range(0, len(examples), EVAL_BATCH_SIZE)
-        ]
 
     def _group(self, example: Example) -> str:
         """``length_L`` or ``length_L_repeats_R`` of an example."""

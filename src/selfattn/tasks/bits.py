@@ -13,12 +13,16 @@ Both read the steps in order (neither sees the future).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from selfattn.memory.ntm import NTM
 from selfattn.tasks.config import ModelConfig
+
+if TYPE_CHECKING:
+    from selfattn.tasks.model import TaskSpec
 
 __all__ = ["BitsBatch", "BitsModel", "LSTMBits", "NTMBits", "build_bits_model"]
 
@@ -55,17 +59,11 @@ class BitsBatch:
         )
 
 
-class BitsModel(nn.Module):
-    """What the bits task asks of a model: ``forward(batch) → (B, T, C)`` logits."""
-
-    spec: object = None
-
-    def forward(self, batch: BitsBatch) -> Tensor:  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-class NTMBits(BitsModel):
+class NTMBits(nn.Module):
     """A neural Turing machine over the steps; ``looks`` keeps its heads' weightings."""
+
+    #: How it was built, for checkpoints (set by the bits task).
+    spec: TaskSpec | None = None
 
     def __init__(self, config: ModelConfig, *, inputs: int, outputs: int) -> None:
         super().__init__()
@@ -92,8 +90,11 @@ class NTMBits(BitsModel):
         return torch.stack(writes, 1), torch.stack(reads, 1)
 
 
-class LSTMBits(BitsModel):
+class LSTMBits(nn.Module):
     """The LSTM baseline: ``num_layers`` layers, then a linear map to the bits."""
+
+    #: How it was built, for checkpoints (set by the bits task).
+    spec: TaskSpec | None = None
 
     def __init__(self, config: ModelConfig, *, inputs: int, outputs: int) -> None:
         super().__init__()
@@ -102,6 +103,10 @@ class LSTMBits(BitsModel):
 
     def forward(self, batch: BitsBatch) -> Tensor:
         return self.out(self.lstm(batch.inputs)[0])
+
+
+#: What the bits task asks of a model: ``forward(batch) → (B, T, C)`` logits.
+BitsModel = NTMBits | LSTMBits
 
 
 def build_bits_model(config: ModelConfig, *, inputs: int, outputs: int) -> BitsModel:
