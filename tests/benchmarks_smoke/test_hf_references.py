@@ -70,3 +70,26 @@ def test_kv_cache_hf_table(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "same tokens in 2/2" in out
     assert "decoder calls at 8 tokens 8/8" in out
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_kv_cache_tables_run_on_cuda_in_bf16(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("kv_cache")
+    bench.main(
+        argv(
+            "--quick --device cuda --dtype bfloat16 --embed-dim 32 --num-heads 2 --ffn-dim 64 "
+            "--num-layers 1 --hf-layers 1 --vocab 200 --batches 2 --hf-batches 2"
+        )
+    )
+    out = capsys.readouterr().out
+    assert "bfloat16 on cuda" in out
+    assert "decoder calls at 8 tokens 8/8" in out
+
+
+def test_kv_cache_refuses_bf16_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("kv_cache")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(argv("--dtype bfloat16"))
+    assert exit_info.value.code == 2
+    assert "on the CPU" in capsys.readouterr().err
