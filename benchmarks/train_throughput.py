@@ -2,7 +2,7 @@
 and Hugging Face's ``BertForMaskedLM``, as whole models: token ids in, vocabulary logits out.
 
 The three sides (same E, H, layers, FFN width, vocabulary V, post-LN, relu, dropout,
-learned absolute positions, fp32):
+learned absolute positions, fp32 on the CPU):
 
 * **ours**: the token-task model selfattn builds, ``selfattn.tasks.build_model`` with a
   ``token`` task and ``num_labels = V``: a word embedding (V × E), a learned position
@@ -36,6 +36,12 @@ Usage::
     python benchmarks/train_throughput.py          # d256 + d512, 32×128, 1 and 2 threads: ~15 min
     python benchmarks/train_throughput.py --quick  # d256, 8×64, 3 steps, 1 thread: ~10 s
     python benchmarks/train_throughput.py --sizes d256 --threads 1 --steps 10
+    python benchmarks/train_throughput.py --device cuda --dtype bfloat16 --steps 30 --warmup 3
+
+On CUDA (``--device cuda``) every side keeps float32 weights and AdamW state and runs its
+forward and loss under ``torch.autocast`` in ``--dtype`` (bf16 mixed precision, what
+``train.amp`` does), each step is bracketed by ``torch.cuda.synchronize()``, and the
+thread count and the CPU-load note do not apply.
 """
 
 from __future__ import annotations
@@ -197,18 +203,32 @@ def make_batches(
 
 
 def train_step(
-    run: Callable[[Batch], Tensor], optimizer: torch.optim.Optimizer
+    run: Callable[[Batch], Tensor],
+    optimizer: torch.optim.Optimizer,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
 ) -> Callable[[Batch], None]:
-    """One forward + cross-entropy + backward + AdamW step on a batch."""
+    """One forward + cross-entropy + backward + AdamW step on a batch (forward and loss
+    under autocast in ``dtype`` when it is not float32)."""
+    autocast = dtype != torch.float32
 
     def step(batch: Batch) -> None:
-        logits = run(batch)
-        loss = F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), ignore_index=-100)
+        with torch.autocast(device, dtype=dtype, enabled=autocast):
+            logits = run(batch)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1).float(), batch.labels.flatten(), ignore_index=-100
+            )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
 
     return step
+
+
+def synchronize(device: str) -> None:
+    """Wait for the GPU's queued work, so wall-clock time covers it (no-op on the CPU)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def parameter_count(model: nn.Module) -> int:
@@ -229,7 +249,9 @@ def measure(
         "hf": hf_logits(hf),
     }
     models: dict[str, nn.Module] = {"ours": ours, "torch": reference, "hf": hf}
-    probe = make_batches(1, batch, length, args.vocab, torch.Generator())[0]
+    for model in models.values():
+        model.to(args.device)
+    probe = make_batches(1, batch, length, args.vocab, torch.Generator())[0].to(args.device)
     for model in models.values():
         model.eval()
     with torch.no_grad():
@@ -237,11 +259,18 @@ def measure(
         difference = float((ours(probe)[real] - reference(probe)[real]).abs().max())
     for model in models.values():
         model.train()
+    dtype = getattr(torch, args.dtype)
     steps = {
-        side: train_step(runs[side], torch.optim.AdamW(models[side].parameters(), lr=1e-4))
+        side: train_step(
+            runs[side],
+            torch.optim.AdamW(models[side].parameters(), lr=1e-4),
+            args.device,
+            dtype,
+        )
         for side in SIDES
     }
     batches = make_batches(args.steps, batch, length, args.vocab, torch.Generator().manual_seed(1))
+    batches = [b.to(args.device) for b in batches]
     tokens = [int((~b.key_padding_mask).sum()) for b in batches]
     for side in SIDES:  # warm-up: allocator, kernels, AdamW state
         for b in batches[: args.warmup]:
@@ -250,11 +279,15 @@ def measure(
     busy_before, cpu_before, wall_before = machine_busy_seconds(), _own_cpu(), time.time()
     for i, (b, n) in enumerate(zip(batches, tokens, strict=True)):
         for side in SIDES[i % 3 :] + SIDES[: i % 3]:  # rotate who goes first
+            synchronize(args.device)
             start = time.perf_counter()
             steps[side](b)
+            synchronize(args.device)
             rates[side].append(n / (time.perf_counter() - start))
     wall = time.time() - wall_before
     foreign = (machine_busy_seconds() - busy_before - (_own_cpu() - cpu_before)) / max(wall, 1e-9)
+    if args.device != "cpu":
+        foreign = 0.0  # the host's other processes do not share the GPU
     return {
         **{side: statistics.median(rates[side]) for side in SIDES},
         "difference": difference,
@@ -289,8 +322,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--threads", type=int, nargs="+", default=[1, 2], help="torch intra-op thread counts"
     )
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        default="float32",
+        help="autocast dtype of forward and loss (CUDA only: the CPU here has no bf16 units)",
+    )
     parser.add_argument("--quick", action="store_true", help="d256, 8x64, 3 steps, 1 thread")
     args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here")
+    if args.device == "cpu" and args.dtype != "float32":
+        parser.error(f"--dtype {args.dtype} on the CPU: this benchmark runs float32 there")
     if args.quick:
         args.sizes, args.shapes, args.steps, args.threads = ["d256"], "8x64", 3, [1]
     return args
@@ -301,7 +345,8 @@ def main(argv: list[str] | None = None) -> None:
     import transformers
 
     print(
-        f"token models: V={args.vocab}, post-LN, relu, dropout {args.dropout}, fp32, "
+        f"token models: V={args.vocab}, post-LN, relu, dropout {args.dropout}, "
+        f"{args.dtype} on {args.device}, "
         f"forward+cross-entropy+backward+AdamW, median of {args.steps} steps after "
         f"{args.warmup} warm-up; torch {torch.__version__}, transformers "
         f"{transformers.__version__}"

@@ -93,3 +93,18 @@ def test_kv_cache_refuses_bf16_on_the_cpu(capsys: pytest.CaptureFixture[str]) ->
         bench.parse_args(argv("--dtype bfloat16"))
     assert exit_info.value.code == 2
     assert "on the CPU" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_train_throughput_runs_on_cuda_in_bf16(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("train_throughput")
+    bench.main(
+        argv(
+            "--sizes tiny --shapes 2x16 --vocab 300 --steps 2 --warmup 1 --threads 1 "
+            "--device cuda --dtype bfloat16"
+        )
+    )
+    out = capsys.readouterr().out
+    assert "bfloat16 on cuda" in out
+    assert "ours/HF" in out
