@@ -1,5 +1,6 @@
 """Adaptive depth from the command line: a Universal Transformer with ACT halting trains,
-reports its mean ponder steps, saves, loads, resumes, predicts and draws its attention."""
+reports its mean ponder steps, saves, loads, resumes, predicts, draws its attention and
+exports."""
 
 from __future__ import annotations
 
@@ -52,6 +53,11 @@ def test_act_trains_saves_resumes_and_reports_ponder_steps(
             == 0
         )
         assert image.read_bytes()[:4] == b"\x89PNG"
+
+        # The exported graph runs every step (no data-dependent stop) to the same logits.
+        exported = tmp_path / "model.pt2"
+        assert main(["export", str(run_dir), "--format", "torch-export", "-o", str(exported)]) == 0
+        assert "max |torch.export − torch| = " in capsys.readouterr().out
     finally:
         torch.set_num_threads(threads)
 

@@ -19,7 +19,7 @@ the running positions still attend to, and the block's later outputs there are d
 The step's input is the state plus a coordinate signal, as in Dehghani et al.: the
 sinusoidal signal of the step n (1 … M) and, with an absolute positional encoding, the
 position signal, both added at every step. The loop ends when every real position has
-halted.
+halted (an exported model runs all M steps, to the same result).
 
 With ``p_i^n = 0`` for every n < M (the threshold unreachable: the step runs to M with R =
 1), a zero step signal and no absolute positions, the output is the M-step
@@ -196,7 +196,9 @@ class AdaptiveDepth(nn.Module):
             hidden_states.append(state)
             if step_weights is not None:
                 attentions.append(step_weights)
-            if not bool(running.any()):
+            # Stopping early only saves time (halted positions are frozen); an exported
+            # graph cannot branch on data, so it always runs the M steps.
+            if not torch.compiler.is_exporting() and not bool(running.any()):
                 break
         if stack.norm is not None:
             output = stack.norm(output)
