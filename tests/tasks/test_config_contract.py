@@ -293,7 +293,7 @@ def test_adaptive_depth_is_refused_where_there_is_no_shared_stack(
 
 
 def test_halting_needs_shared_weights_in_one_line() -> None:
-    with pytest.raises(ValueError, match="needs model.share_weights = true") as error:
+    with pytest.raises(ValueError, match=r"needs model\.share_weights = true") as error:
         ModelConfig(halting="act")
     assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="ponder_weight"):
