@@ -21,10 +21,11 @@ sinusoidal signal of the step n (1 … M) and, with an absolute positional encod
 position signal, both added at every step. The loop ends when every real position has
 halted (an exported model runs all M steps, to the same result).
 
-With ``p_i^n = 0`` for every n < M (the threshold unreachable: the step runs to M with R =
-1), a zero step signal and no absolute positions, the output is the M-step
-shared-weight :class:`~selfattn.models.Encoder`'s at every real position, exactly
-(``tests/models/test_act.py``).
+With ``p_i^n = 0`` for every n < M (the threshold unreachable: every position runs the M
+steps and halts at M with R = 1), a zero step signal and no absolute positions (none, or
+relative ones, which act inside the shared block), the output is the M-step shared-weight
+:class:`~selfattn.models.Encoder`'s (or :class:`~selfattn.models.Conformer`'s) at every
+real position, exactly (``tests/models/test_act.py``).
 """
 
 from __future__ import annotations
