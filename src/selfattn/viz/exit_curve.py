@@ -27,10 +27,21 @@ def exit_curve_figure(
     xs = [p.mean_layers for p in sweep.points]
     ys = [100 * p.accuracy for p in sweep.points]
     ax.plot(xs, ys, "o-", color="tab:blue", label=f"early exit ({sweep.criterion} ≥ T)")
+    # Each threshold beside its point, unless it would print over the last one written.
+    span_x = max(len(sweep.fixed) - 1, 1)
+    span_y = max(max(ys) - min(ys), 1e-9)
+    written: tuple[float, float] | None = None
     for point, x, y in zip(sweep.points, xs, ys, strict=True):
+        if written and abs(x - written[0]) < 0.06 * span_x and abs(y - written[1]) < 0.06 * span_y:
+            continue
         ax.annotate(
-            f"{point.threshold:g}", (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7
+            f"{point.threshold:g}",
+            (x, y),
+            textcoords="offset points",
+            xytext=(4, -10),
+            fontsize=7,
         )
+        written = (x, y)
     ax.plot(
         [p.mean_layers for p in sweep.fixed],
         [100 * p.accuracy for p in sweep.fixed],
