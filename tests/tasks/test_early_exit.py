@@ -112,6 +112,9 @@ def test_a_threshold_above_one_is_the_normal_model(task: str, config: ModelConfi
     )
     assert type(plain) is TaskModel
     weights = model.state_dict()
+    # The same weights under the same names, and the exit heads besides: nothing twice.
+    extra = {name for name in weights if name not in plain.state_dict()}
+    assert extra and all(name.startswith("exits.") for name in extra)
     plain.load_state_dict({name: weights[name] for name in plain.state_dict()})
     plain.eval()
     with torch.no_grad():

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from selfattn.data.types import Batch
 from selfattn.models.checkpointing import run_block
+from selfattn.models.encoder import BlockStack
 from selfattn.tasks.config import ModelConfig
 from selfattn.tasks.embedding import InputEmbedding
 from selfattn.tasks.encoders import AttentionSequenceEncoder
@@ -160,16 +161,22 @@ class EarlyExitModel(TaskModel):
         cls_token: ClsToken | None = None,
     ) -> None:
         super().__init__(embedding, encoder, head, spec=spec, cls_token=cls_token)
-        self.stack = encoder.encoder
-        if len(exits) != self.stack.num_layers - 1 or len(loss_weights) != len(exits) + 1:
+        blocks = encoder.encoder.num_layers
+        if len(exits) != blocks - 1 or len(loss_weights) != blocks:
             raise ValueError(
-                f"{self.stack.num_layers} blocks need {self.stack.num_layers - 1} exit heads "
-                f"and {self.stack.num_layers} loss weights, got {len(exits)} and "
-                f"{len(loss_weights)}"
+                f"{blocks} blocks need {blocks - 1} exit heads and {blocks} loss weights, "
+                f"got {len(exits)} and {len(loss_weights)}"
             )
         self.exits = nn.ModuleList(exits)
         self.loss_weights = list(loss_weights)
         self.weighting = weighting
+
+    @property
+    def stack(self) -> BlockStack:
+        """The encoder's stack of blocks (a property, not a second submodule: its weights
+        are stored once, under ``encoder.``)."""
+        assert isinstance(self.encoder, AttentionSequenceEncoder)
+        return self.encoder.encoder
 
     @property
     def num_layers(self) -> int:
@@ -186,7 +193,7 @@ class EarlyExitModel(TaskModel):
             return super().forward(batch)
         x, mask = self.encoder_inputs(batch)
         hidden = self.stack(x, key_padding_mask=mask).hidden_states[1:]  # last: normalised
-        logits = [exit(h, mask) for exit, h in zip(self.exits, hidden, strict=False)]
+        logits = [head(h, mask) for head, h in zip(self.exits, hidden, strict=False)]
         return [*logits, self.head(hidden[-1], mask)]
 
     def _exit_logits(self, index: int, h: Tensor, mask: Tensor) -> Tensor:
