@@ -69,6 +69,8 @@ CHANGES: dict[str, list[Case]] = {
     # Without the checkpoint in the spec (what a prepared task puts there) it is refused;
     # tests/pretrained/test_fine_tune.py builds it with one.
     "pretrained": [({}, {"pretrained": "minilm-l6"})],
+    "exit_heads": [({}, {"exit_heads": True})],
+    "exit_loss_weights": [({"exit_heads": True}, {"exit_loss_weights": "linear"})],
     "memory_size": [({}, {"memory_size": 1})],
     "memory_tying": [({}, {"memory_tying": "layerwise"})],
     "linear_start_steps": [({}, {"linear_start_steps": 10})],

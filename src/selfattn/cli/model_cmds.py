@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from selfattn.cli.exit_cmd import add_exit_arguments, exit_requested, run_exit_eval
 from selfattn.data.batching.lengths import unit
 from selfattn.data.types import Example
 from selfattn.messages import plural
@@ -167,6 +168,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
+    add_exit_arguments(parser)
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -208,8 +210,11 @@ def decoding_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """Print the checkpoint's metrics on a split as JSON."""
+    """Print the checkpoint's metrics on a split as JSON (with early exit:
+    :mod:`selfattn.cli.exit_cmd`)."""
     options = decoding_options(args)
+    if exit_requested(args):
+        return run_exit_eval(args, options)
     predictor = Predictor(args.checkpoint)
     metrics = predictor.evaluate(args.split, truncate=args.truncate, **options)
     report = {"split": args.split, **predictor.task.describe(options), **metrics}

@@ -59,6 +59,7 @@ from selfattn.pipeline.task import (
     register_task,
     too_long,
 )
+from selfattn.tasks.early_exit import EarlyExitModel, weighted_exit_loss
 from selfattn.tasks.memory import MemoryTaskModel
 from selfattn.tasks.model import TaskModel, TaskSpec, build_model_from_spec, input_length_limit
 from selfattn.tasks.pretrained import PretrainedTaskModel
@@ -222,11 +223,19 @@ class LabelTask(Task):
         return model
 
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
-        """Label-smoothed cross-entropy of ``model(batch)``."""
+        """Label-smoothed cross-entropy of ``model(batch)``; with exit heads, the weighted
+        sum of every exit's (:func:`~selfattn.tasks.early_exit.weighted_exit_loss`)."""
         inner = getattr(model, "module", model)  # under DistributedDataParallel
         if isinstance(inner, MemoryTaskModel):
             inner.start_step(step)
-        loss = compute_loss(model(batch), batch.labels, self.config.train.label_smoothing)
+        smoothing = self.config.train.label_smoothing
+        if isinstance(inner, EarlyExitModel):  # every exit's loss, weighted (through model())
+            return weighted_exit_loss(
+                model(batch, exits=True),
+                inner.loss_weights,
+                lambda logits: compute_loss(logits, batch.labels, smoothing),
+            )
+        loss = compute_loss(model(batch), batch.labels, smoothing)
         return loss + ponder_penalty(inner)  # adaptive depth's ponder cost (0 without)
 
     def evaluate(
@@ -295,14 +304,13 @@ class LabelTask(Task):
             out[keep_from:keep_to] = logits[window, keep_from - start : keep_to - start]
         return out
 
-    def score(
-        self, model: nn.Module, split: str, *, truncate: bool = False, **options: Any
-    ) -> dict[str, float]:
-        """Metrics of ``model`` on a split of its dataset, read as training read it (the
-        same held-out dev set; with ``data.overlong = "cut"`` the same cut). Longer inputs
-        than the model reads are handled as in :meth:`fit`; ``truncated`` then counts the
-        examples cut."""
-        self.check_options(options)
+    def split_examples(self, split: str) -> list[Example]:
+        """A split of the dataset, read as training read it (the same held-out dev set;
+        with ``data.overlong = "cut"`` the same cut; subwords when the task has BPE).
+
+        Raises:
+            ValueError: an unknown or empty split.
+        """
         if split not in ("train", "dev", "test"):
             raise ValueError(f"unknown split {split!r}; choose train, dev or test")
         data = self.config.data
@@ -313,6 +321,16 @@ class LabelTask(Task):
             raise ValueError(f"dataset {data.dataset!r} has no {split} split")
         if data.overlong == "cut":
             examples, _ = fit_examples(examples, data.max_len, "cut", self.name)  # type: ignore[arg-type]
+        return list(examples)
+
+    def score(
+        self, model: nn.Module, split: str, *, truncate: bool = False, **options: Any
+    ) -> dict[str, float]:
+        """Metrics of ``model`` on a split of its dataset (:meth:`split_examples`). Longer inputs
+        than the model reads are handled as in :meth:`fit`; ``truncated`` then counts the
+        examples cut."""
+        self.check_options(options)
+        examples = self.split_examples(split)
         fitted = [self.fit(model, example, truncate=truncate) for example in examples]
         truncated = sum(len(a) != len(b) for a, b in zip(examples, fitted, strict=True))
         limit = input_length_limit(model)

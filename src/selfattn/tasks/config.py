@@ -30,6 +30,8 @@ Architecture = Literal[
 ]
 MemoryTying = Literal["adjacent", "layerwise"]
 Halting = Literal["none", "act"]
+#: How the per-layer losses of ``model.exit_heads`` are weighted (:mod:`selfattn.tasks.early_exit`).
+ExitLossWeights = Literal["uniform", "linear"]
 Pooling = Literal["mean", "first", "attention", "cls"]
 
 # Fields every architecture reads (what an input or task does not read is checked at build).
@@ -62,12 +64,14 @@ _ATTENTION = frozenset(
         "ponder_weight",
     }
 )
+# Early exit: a classifier after every block of a stack (:mod:`selfattn.tasks.early_exit`).
+_EXITS = frozenset({"exit_heads", "exit_loss_weights"})
 #: The fields each architecture reads besides those every one reads. A field outside
 #: its set, at a value other than its default, is refused (no option silently ignored).
 ARCHITECTURE_FIELDS: dict[str, frozenset[str]] = {
-    "transformer": _ATTENTION | {"positional", "norm_first", "pretrained"},
+    "transformer": _ATTENTION | {"positional", "norm_first", "pretrained"} | _EXITS,
     # Every Conformer module is pre-normalised: norm_first = true is all it can be.
-    "conformer": _ATTENTION | {"positional", "window_k"},
+    "conformer": _ATTENTION | {"positional", "window_k"} | _EXITS,
     "graph": frozenset({"num_heads", "norm_first", "include_self", "share_weights"}),
     "fc": frozenset(),
     "fc_window": frozenset({"window_k"}),
@@ -186,6 +190,14 @@ class ModelConfig:
             (:mod:`selfattn.tasks.pretrained`). The checkpoint's shape replaces
             ``embed_dim``, ``num_heads``, ``num_layers``, ``ffn_dim`` and the block design;
             setting one of them to another value is refused.
+        exit_heads: early exit (lecture 003, dynamic computation;
+            :mod:`selfattn.tasks.early_exit`): a classifier after every block of a
+            ``transformer`` or ``conformer`` encoder on a token or sequence task, trained
+            jointly; ``selfattn eval RUN --exit-threshold T`` then stops each example at
+            the first block whose classifier is confident enough.
+        exit_loss_weights: with ``exit_heads``, the weights of the per-block losses, which
+            sum to 1: ``"uniform"`` (1/N each) or ``"linear"`` (block i of N: i / (1 + … +
+            N), deeper blocks count more, as Zhou et al. 2020's PABEE).
         memory_size: ``memn2n``: the most recent facts a story keeps as memories (50, as
             Sukhbaatar et al.); older ones are not read. ``ntm``: the memory's slots N.
         memory_width: ``ntm``: the size M of each memory slot.
@@ -237,6 +249,8 @@ class ModelConfig:
     include_self: bool = True
     share_weights: bool = False
     pretrained: str | None = None
+    exit_heads: bool = False
+    exit_loss_weights: ExitLossWeights = "uniform"
     memory_size: int = 50
     memory_width: int = 20
     memory_tying: MemoryTying = "adjacent"
@@ -307,6 +321,16 @@ class ModelConfig:
             raise ValueError("model.pretrained must name a checkpoint or a folder, or be none")
         if not self.char_features and self.char_dim != DEFAULTS["char_dim"]:
             raise ValueError(f"model.char_dim = {self.char_dim} needs model.char_features = true")
+        if self.exit_loss_weights not in ("uniform", "linear"):
+            raise ValueError(
+                f"model.exit_loss_weights: unknown weighting {self.exit_loss_weights!r}; "
+                "choose uniform or linear"
+            )
+        if not self.exit_heads and self.exit_loss_weights != DEFAULTS["exit_loss_weights"]:
+            raise ValueError(
+                f'model.exit_loss_weights = "{self.exit_loss_weights}" needs '
+                "model.exit_heads = true"
+            )
 
     def _check_halting(self) -> None:
         if self.halting not in ("none", "act"):

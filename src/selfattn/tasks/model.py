@@ -202,6 +202,15 @@ def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
         unused["pooling"] = f"a {task} task pools nothing"
     if not text:
         unused |= dict.fromkeys(("char_features", "word_dropout"), "this data is not words")
+    if task not in ("token", "sequence"):
+        unused["exit_heads"] = f"early exit is for token and sequence tasks, not a {task} task"
+    elif config.pretrained is not None:
+        unused["exit_heads"] = "a pretrained checkpoint's encoder has no exit heads here"
+    elif config.halting == "act":
+        unused["exit_heads"] = (
+            'model.halting = "act" chooses each position\'s depth itself; early exit needs '
+            "the fixed stack's every block"
+        )
     if task == "seq2seq":
         unused["pretrained"] = "a seq2seq model is trained from scratch here"
         unused |= dict.fromkeys(
@@ -342,6 +351,13 @@ def build_model(
         )
     else:
         raise ValueError(f"unknown task {task!r}; choose 'token', 'sequence' or 'regression'")
+    if config.exit_heads:
+        # Imported here: the early-exit model is a TaskModel, defined in terms of this module.
+        from selfattn.tasks.early_exit import build_exit_model
+
+        assert isinstance(encoder, AttentionSequenceEncoder)  # check_fields: an attention stack
+        assert not isinstance(head, SequenceRegressor)  # check_fields: classes to be sure of
+        return build_exit_model(config, embedding, encoder, head, spec=spec, cls_token=cls_token)
     return TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
 
 
