@@ -161,7 +161,7 @@ class EarlyExitModel(TaskModel):
         cls_token: ClsToken | None = None,
     ) -> None:
         super().__init__(embedding, encoder, head, spec=spec, cls_token=cls_token)
-        blocks = encoder.encoder.num_layers
+        blocks = self.stack.num_layers
         if len(exits) != blocks - 1 or len(loss_weights) != blocks:
             raise ValueError(
                 f"{blocks} blocks need {blocks - 1} exit heads and {blocks} loss weights, "
@@ -176,7 +176,9 @@ class EarlyExitModel(TaskModel):
         """The encoder's stack of blocks (a property, not a second submodule: its weights
         are stored once, under ``encoder.``)."""
         assert isinstance(self.encoder, AttentionSequenceEncoder)
-        return self.encoder.encoder
+        stack = self.encoder.encoder
+        assert isinstance(stack, BlockStack), "adaptive depth has no exit heads (refused at build)"
+        return stack
 
     @property
     def num_layers(self) -> int:
@@ -280,6 +282,7 @@ def build_exit_model(
     """The :class:`EarlyExitModel` of ``config`` around the normal model's parts: one
     classifier like ``head`` after each block but the last, whose classifier is ``head``."""
     stack = encoder.encoder
+    assert isinstance(stack, BlockStack), "adaptive depth has no exit heads (refused at build)"
     exits = []
     for _ in range(stack.num_layers - 1):
         if isinstance(head, TokenClassifier):
