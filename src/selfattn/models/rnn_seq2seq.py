@@ -29,7 +29,7 @@ layer) and no non-autoregressive pass: an RNN decoder reads its outputs left to 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -55,17 +55,23 @@ class RecurrentState:
         hidden: ``(L, R, H)`` every decoder layer's hidden state (``None`` before BOS).
         cell: ``(L, R, H)`` the LSTM's cell state, else ``None``.
         feed: ``(R, E)`` the last attentional vector h̃ (input feeding), else ``None``.
+        keys: ``(R, S, ·)`` what the match function reads of the encoder states
+            (:meth:`MatchAttention.keys`), computed once per source: the RNN's
+            counterpart of a Transformer decoder's static cross-attention cache.
         offset: decoder inputs consumed so far.
     """
 
     hidden: Tensor | None = None
     cell: Tensor | None = None
     feed: Tensor | None = None
+    keys: Tensor | None = None
     offset: int = 0
 
     def reorder(self, index: Tensor, *, memory: bool = True) -> None:
-        """Keep rows ``index`` ``(R',)``; nothing here is computed from the source alone,
-        so ``memory`` changes nothing."""
+        """Keep rows ``index`` ``(R',)``; ``memory=False`` leaves the keys (every kept row
+        reads the source of the row it replaces)."""
+        if memory and self.keys is not None:
+            self.keys = self.keys.index_select(0, index)
         if self.hidden is not None:
             self.hidden = self.hidden.index_select(1, index)
         if self.cell is not None:
@@ -91,22 +97,33 @@ class MatchAttention(nn.Module):
         self.general = nn.Linear(dim, dim, bias=False) if score == "general" else None
         self.additive = AdditiveScore(dim) if score == "additive" else None
 
-    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
-        """``(B, T, D)`` decoder states, ``(B, S, D)`` encoder states → ``(B, T, S)``."""
-        q, k = query.unsqueeze(1), keys.unsqueeze(1)  # one head: (B, 1, T, D), (B, 1, S, D)
+    def keys(self, memory: Tensor) -> Tensor:
+        """What the scores read of the encoder states ``(B, S, D)``, computed once per
+        source: W_a h (``general``), W_h h (``additive``), h itself otherwise."""
+        if self.general is not None:
+            return self.general(memory)
         if self.additive is not None:
-            out = self.additive(q, k)
-        elif self.general is not None:
-            out = dot_score(q, self.general(k), 1.0)  # zᵀ (W_a h)
+            return self.additive.k_proj(memory)
+        return memory
+
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        """``(B, T, D)`` decoder states, ``(B, S, ·)`` :meth:`keys` → ``(B, T, S)``."""
+        q, k = query.unsqueeze(1), keys.unsqueeze(1)  # one head: (B, 1, T, D), (B, 1, S, ·)
+        if self.additive is not None:
+            out = self.additive.from_projected_keys(q, k)
         elif self.score == "scaled_dot":
             out = scaled_dot_score(q, k, self.scale)
-        else:
+        else:  # dot, or general's zᵀ (W_a h)
             out = dot_score(q, k, 1.0)
         return out.squeeze(1)
 
-    def forward(self, query: Tensor, memory: Tensor, padding: Tensor) -> tuple[Tensor, Tensor]:
-        """Returns the context ``(B, T, D)`` and the weights α̂ ``(B, T, S)`` (0 at padding)."""
-        scores = self.scores(query, memory).masked_fill(padding[:, None, :], float("-inf"))
+    def forward(
+        self, query: Tensor, keys: Tensor, memory: Tensor, padding: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Decoder states ``(B, T, D)``, :meth:`keys`, encoder states ``(B, S, D)`` and
+        their padding → the context ``(B, T, D)`` and the weights α̂ ``(B, T, S)``, 0 at
+        padding."""
+        scores = self.scores(query, keys).masked_fill(padding[:, None, :], float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         return weights @ memory, weights
 
@@ -270,6 +287,7 @@ class RNNSeq2Seq(nn.Module):
             hidden=hidden,
             cell=torch.zeros_like(hidden) if self.cell == "lstm" else None,
             feed=memory.new_zeros(rows, self.embed_dim) if self.input_feeding else None,
+            keys=self.attention.keys(memory),
         )
 
     def predict_length(self, encoded: EncodedSource) -> Tensor:
@@ -339,6 +357,7 @@ class RNNSeq2Seq(nn.Module):
             attentional, weights, state = self._all_at_once(inputs, encoded, state)
         if cache is not None:
             cache.hidden, cache.cell, cache.feed = state.hidden, state.cell, state.feed
+            cache.keys = state.keys
             cache.offset = offset + target_in.shape[1]
         logits = self.out_proj(self.dropout(attentional))
         return Seq2SeqOutput(
@@ -350,13 +369,16 @@ class RNNSeq2Seq(nn.Module):
         """Run the decoder RNN over ``inputs`` ``(B, T, ·)`` from ``state``."""
         if self.cell == "lstm":
             out, (hidden, cell) = self.decoder(inputs, (state.hidden, state.cell))
-            return out, RecurrentState(hidden, cell, state.feed)
+            return out, replace(state, hidden=hidden, cell=cell)
         out, hidden = self.decoder(inputs, state.hidden)
-        return out, RecurrentState(hidden, None, state.feed)
+        return out, replace(state, hidden=hidden)
 
-    def _attend(self, states: Tensor, encoded: EncodedSource) -> tuple[Tensor, Tensor]:
+    def _attend(
+        self, states: Tensor, encoded: EncodedSource, keys: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
         """Decoder states ``(B, T, H)`` → attentional vectors ``(B, T, E)`` and α̂."""
-        context, weights = self.attention(states, encoded.memory, encoded.padding)
+        assert keys is not None
+        context, weights = self.attention(states, keys, encoded.memory, encoded.padding)
         return torch.tanh(self.combine(torch.cat([context, states], dim=-1))), weights
 
     def _all_at_once(
@@ -364,7 +386,7 @@ class RNNSeq2Seq(nn.Module):
     ) -> tuple[Tensor, Tensor, RecurrentState]:
         """Without input feeding the RNN does not wait for the attention: one call."""
         states, state = self._rnn(inputs, state)
-        attentional, weights = self._attend(states, encoded)
+        attentional, weights = self._attend(states, encoded, state.keys)
         return attentional, weights, state
 
     def _steps(
@@ -376,7 +398,7 @@ class RNNSeq2Seq(nn.Module):
             assert state.feed is not None
             step_input = torch.cat([inputs[:, t], state.feed], dim=-1).unsqueeze(1)
             states, state = self._rnn(step_input, state)
-            vector, alpha = self._attend(states, encoded)
+            vector, alpha = self._attend(states, encoded, state.keys)
             state.feed = vector[:, 0]
             attentional.append(vector)
             weights.append(alpha)
