@@ -360,8 +360,10 @@ class RNNSeq2Seq(nn.Module):
             cache.keys = state.keys
             cache.offset = offset + target_in.shape[1]
         logits = self.out_proj(self.dropout(attentional))
+        # At least float32 (bf16 / fp16 sums lose the ranking); a float64 model keeps float64.
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
         return Seq2SeqOutput(
-            F.log_softmax(logits.float(), dim=-1),
+            F.log_softmax(logits, dim=-1),
             cross_attentions=[weights.unsqueeze(1)] if need_weights else None,
         )
 
