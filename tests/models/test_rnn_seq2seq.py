@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 import torch
 
+from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
 from selfattn.models.rnn_seq2seq import RNN_SCORES, MatchAttention, RecurrentState, RNNSeq2Seq
 from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS
+from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective
 from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
 from selfattn.tasks.model import build_model_from_spec
 
@@ -232,3 +234,28 @@ def test_what_it_cannot_decode_is_refused() -> None:
         model.decode(targets(), encoded, causal=False)
     with pytest.raises(ValueError, match="at least one real"):
         model.encode(source, torch.ones_like(padding))
+
+
+def test_the_training_options_read_the_match_weights() -> None:
+    """Guided attention and coverage regularise the RNN's α̂; scheduled sampling feeds
+    its own predictions: each changes the loss, and the gradient reaches the match."""
+    source, padding = sources()
+    target_in = targets(length=5)
+    target_out = torch.cat([target_in[:, 1:], torch.full((3, 1), 3)], dim=1)
+    batch = Seq2SeqBatch(source, padding, target_in, target_out, torch.zeros_like(target_in) > 0)
+    model = tiny_rnn(score="additive").train()
+    losses = {}
+    for name, options in {
+        "plain": {},
+        "guided": {"guided_attention": 1.0},
+        "coverage": {"coverage": 1.0},
+        "sampled": {"scheduled_sampling": "constant", "sampling_max": 1.0},
+    }.items():
+        torch.manual_seed(0)
+        model.zero_grad()
+        loss = Seq2SeqObjective(Seq2SeqConfig(**options)).loss(model, batch, step=0)
+        loss.backward()
+        assert model.attention.additive is not None
+        assert model.attention.additive.w.weight.grad is not None
+        losses[name] = float(loss.detach())
+    assert len(set(losses.values())) == len(losses), losses
