@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import torch
 
+from selfattn.attention.match import RNN_SCORES, MatchAttention
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
-from selfattn.models.rnn_seq2seq import RNN_SCORES, MatchAttention, RecurrentState, RNNSeq2Seq
+from selfattn.models.rnn_seq2seq import RecurrentState, RNNSeq2Seq
 from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS
 from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective
 from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model

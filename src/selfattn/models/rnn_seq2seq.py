@@ -37,14 +37,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from selfattn.attention.scores import AdditiveScore, dot_score, scaled_dot_score
+from selfattn.attention.match import RNN_SCORES as RNN_SCORES  # re-exported
+from selfattn.attention.match import MatchAttention
 from selfattn.data.specials import NUM_SPECIALS, PAD_ID, UNK_ID
 from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqAttentionMaps, Seq2SeqOutput
 
 RNNCell = Literal["gru", "lstm"]
 RNN_CELLS: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
-#: The match functions, by ``model.score`` name.
-RNN_SCORES = ("dot", "scaled_dot", "general", "additive")
 
 
 @dataclass
@@ -56,8 +55,8 @@ class RecurrentState:
         cell: ``(L, R, H)`` the LSTM's cell state, else ``None``.
         feed: ``(R, E)`` the last attentional vector h̃ (input feeding), else ``None``.
         keys: ``(R, S, ·)`` what the match function reads of the encoder states
-            (:meth:`MatchAttention.keys`), computed once per source: the RNN's
-            counterpart of a Transformer decoder's static cross-attention cache.
+            (:meth:`~selfattn.attention.match.MatchAttention.keys`), computed once per
+            source: the counterpart of a Transformer's static cross-attention cache.
         offset: decoder inputs consumed so far.
     """
 
@@ -78,54 +77,6 @@ class RecurrentState:
             self.cell = self.cell.index_select(1, index)
         if self.feed is not None:
             self.feed = self.feed.index_select(0, index)
-
-
-class MatchAttention(nn.Module):
-    """match(z, h) for every encoder state, softmax over the real positions, context.
-
-    Args:
-        score: a key of :data:`RNN_SCORES`.
-        dim: D, the size of decoder states and encoder states alike.
-    """
-
-    def __init__(self, score: str, dim: int) -> None:
-        super().__init__()
-        if score not in RNN_SCORES:
-            raise ValueError(f"unknown score {score!r}; choose one of {', '.join(RNN_SCORES)}")
-        self.score = score
-        self.scale = 1.0 / math.sqrt(dim)
-        self.general = nn.Linear(dim, dim, bias=False) if score == "general" else None
-        self.additive = AdditiveScore(dim) if score == "additive" else None
-
-    def keys(self, memory: Tensor) -> Tensor:
-        """What the scores read of the encoder states ``(B, S, D)``, computed once per
-        source: W_a h (``general``), W_h h (``additive``), h itself otherwise."""
-        if self.general is not None:
-            return self.general(memory)
-        if self.additive is not None:
-            return self.additive.k_proj(memory)
-        return memory
-
-    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
-        """``(B, T, D)`` decoder states, ``(B, S, ·)`` :meth:`keys` → ``(B, T, S)``."""
-        q, k = query.unsqueeze(1), keys.unsqueeze(1)  # one head: (B, 1, T, D), (B, 1, S, ·)
-        if self.additive is not None:
-            out = self.additive.from_projected_keys(q, k)
-        elif self.score == "scaled_dot":
-            out = scaled_dot_score(q, k, self.scale)
-        else:  # dot, or general's zᵀ (W_a h)
-            out = dot_score(q, k, 1.0)
-        return out.squeeze(1)
-
-    def forward(
-        self, query: Tensor, keys: Tensor, memory: Tensor, padding: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        """Decoder states ``(B, T, D)``, :meth:`keys`, encoder states ``(B, S, D)`` and
-        their padding → the context ``(B, T, D)`` and the weights α̂ ``(B, T, S)``, 0 at
-        padding."""
-        scores = self.scores(query, keys).masked_fill(padding[:, None, :], float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        return weights @ memory, weights
 
 
 class RNNSeq2Seq(nn.Module):
@@ -191,11 +142,8 @@ class RNNSeq2Seq(nn.Module):
             )
         decoder_layers = decoder_layers or num_layers
         self.embed_dim, self.hidden_dim, self.max_len = embed_dim, hidden_dim, max_len
-        self.target_vocab_size, self.cell, self.input_feeding = (
-            target_vocab_size,
-            cell,
-            input_feeding,
-        )
+        self.target_vocab_size = target_vocab_size
+        self.cell, self.input_feeding = cell, input_feeding
         self.embed_scale = math.sqrt(embed_dim)
         self.source_embed: nn.Module = (
             _embedding(source_vocab_size, embed_dim)
