@@ -20,12 +20,13 @@ from torch import nn
 from selfattn.data.types import Batch
 from selfattn.data.vocab import Vocabulary
 from selfattn.memory.copy_task import copy_inputs
-from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS, Seq2SeqTransformer
+from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS
 from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
 from selfattn.tasks.bits import BitsBatch, build_bits_model
 from selfattn.tasks.config import ARCHITECTURE_FIELDS, Architecture, fields_read
 from selfattn.tasks.memory import MemoryTaskModel
 from selfattn.tasks.model import build_model_from_spec
+from selfattn.tasks.seq2seq import SEQ2SEQ_MODELS
 
 TASKS = ("token", "sequence", "regression", "seq2seq", "bits")
 ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
@@ -62,10 +63,12 @@ CHANGES: dict[str, list[Case]] = {
     "attention_dropout": [({}, {"attention_dropout": 0.0})],
     "patch_size": [({"positional": None}, {"patch_size": 2})],
     "grid_positional": [({"positional": None}, {"grid_positional": "sinusoidal2d"})],
-    "score": [({}, {"score": "dot"}), ({}, {"score": "additive"})],
+    "score": [({}, {"score": name}) for name in ("dot", "additive", "general")],
     "normalizer": [({}, {"normalizer": "relu"}), ({}, {"normalizer": "sigmoid"})],
     "include_self": [({}, {"include_self": False})],
     "share_weights": [({}, {"share_weights": True})],
+    "rnn_cell": [({}, {"rnn_cell": "lstm"})],
+    "input_feeding": [({}, {"input_feeding": False})],
     # Without the checkpoint in the spec (what a prepared task puts there) it is refused;
     # tests/pretrained/test_fine_tune.py builds it with one.
     "pretrained": [({}, {"pretrained": "minilm-l6"})],
@@ -154,7 +157,7 @@ def _outputs(model: nn.Module, batch: Batch, *, train: bool) -> torch.Tensor:
     model.train(train)
     torch.manual_seed(1)
     with torch.no_grad():
-        if not isinstance(model, Seq2SeqTransformer):
+        if not isinstance(model, SEQ2SEQ_MODELS):
             return model(batch)
         assert batch.token_ids is not None
         target = batch.token_ids.clamp(min=NUM_SPECIALS)[:, :4]
@@ -233,14 +236,16 @@ SUPPORTED = [
     *((task, arch) for task in ("token", "sequence", "regression") for arch in ARCHITECTURES),
     ("seq2seq", "transformer"),
     ("seq2seq", "conformer"),
+    ("seq2seq", "rnn"),
 ]
 SUPPORTED.remove(("token", "cnn2d"))  # image models classify whole images
 SUPPORTED.remove(("regression", "cnn2d"))
 SUPPORTED.remove(("token", "memn2n"))  # a memory network answers one label per story
 SUPPORTED.remove(("regression", "memn2n"))
-for _task in ("token", "sequence", "regression"):  # the copy tasks' models
+for _task in ("token", "sequence", "regression"):  # the copy tasks' and seq2seq's models
     SUPPORTED.remove((_task, "ntm"))
     SUPPORTED.remove((_task, "lstm"))
+    SUPPORTED.remove((_task, "rnn"))
 SUPPORTED += [("bits", "ntm"), ("bits", "lstm")]
 
 
@@ -252,7 +257,7 @@ def test_the_base_configurations_build(task: str, architecture: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "architecture", sorted(set(ARCHITECTURE_FIELDS) - {"memn2n", "ntm", "lstm"})
+    "architecture", sorted(set(ARCHITECTURE_FIELDS) - {"memn2n", "ntm", "lstm", "rnn"})
 )
 def test_the_image_fields_are_honoured_on_images(architecture: str) -> None:
     """The vacuous-pass guard for the image fields: on an image and a sequence task they

@@ -52,7 +52,13 @@ class AdditiveScore(nn.Module):
 
     def forward(self, q: Tensor, k: Tensor, scale: float = 1.0) -> Tensor:
         """Args: q ``(B, H, T, D)``, k ``(B, H, S, D)``. Returns ``(B, H, T, S)``."""
-        pair = torch.tanh(self.q_proj(q).unsqueeze(-2) + self.k_proj(k).unsqueeze(-3))
+        return self.from_projected_keys(q, self.k_proj(k))
+
+    def from_projected_keys(self, q: Tensor, projected_keys: Tensor) -> Tensor:
+        """The scores for keys already through ``k_proj`` ``(B, H, S, hidden_dim)``: a
+        decoder that scores one query per step against fixed keys (an RNN decoder over
+        its source) projects them once."""
+        pair = torch.tanh(self.q_proj(q).unsqueeze(-2) + projected_keys.unsqueeze(-3))
         return self.w(pair).squeeze(-1)
 
 

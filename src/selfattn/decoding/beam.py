@@ -45,7 +45,8 @@ from selfattn.decoding.common import (
     score_dtype,
 )
 from selfattn.decoding.incremental import IncrementalDecoder
-from selfattn.models.seq2seq import EOS_ID, PAD_ID, EncodedSource, Seq2SeqTransformer
+from selfattn.models.encoder_decoder import EncoderDecoder
+from selfattn.models.seq2seq import EOS_ID, PAD_ID, EncodedSource
 
 
 def length_penalty_factor(length: int, alpha: float) -> float:
@@ -132,7 +133,7 @@ def check_beam(beam_size: int, no_repeat_ngram_size: int) -> None:
 
 @torch.no_grad()
 def beam_search(
-    model: Seq2SeqTransformer,
+    model: EncoderDecoder,
     encoded: EncodedSource,
     *,
     beam_size: int,

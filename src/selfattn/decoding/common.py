@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from selfattn.models.encoder_decoder import EncoderDecoder
 from selfattn.models.seq2seq import (
     BOS_ID,
     EOS_ID,
     NUM_SPECIALS,
     PAD_ID,
     EncodedSource,
-    Seq2SeqTransformer,
 )
 
 NEG_INF = float("-inf")
@@ -87,7 +87,7 @@ def rows_to_lists(ids: Tensor, lengths: Tensor) -> list[list[int]]:
     return [row[:n] for row, n in zip(ids.tolist(), lengths.tolist(), strict=True)]
 
 
-def check_max_len(model: Seq2SeqTransformer, max_len: int, min_len: int = 0) -> None:
+def check_max_len(model: EncoderDecoder, max_len: int, min_len: int = 0) -> None:
     """Refuse lengths the model cannot decode.
 
     Raises:
@@ -119,7 +119,7 @@ def check_interval(device: torch.device) -> int:
 
 
 def banned_ids(
-    model: Seq2SeqTransformer, encoded: EncodedSource, vocab_size: int, num_extended: int = 0
+    model: EncoderDecoder, encoded: EncodedSource, vocab_size: int, num_extended: int = 0
 ) -> Tensor:
     """``(B, V)`` True at ids that must never be emitted for each example.
 

@@ -27,7 +27,8 @@ from selfattn.decoding.common import (
     score_dtype,
 )
 from selfattn.decoding.incremental import IncrementalDecoder
-from selfattn.models.seq2seq import EOS_ID, PAD_ID, EncodedSource, Seq2SeqTransformer
+from selfattn.models.encoder_decoder import EncoderDecoder
+from selfattn.models.seq2seq import EOS_ID, PAD_ID, EncodedSource
 
 #: ``(R, V)`` allowed log-probabilities (−inf where banned) → ``(R,)`` chosen ids.
 ChooseFn = Callable[[Tensor], Tensor]
@@ -35,7 +36,7 @@ ChooseFn = Callable[[Tensor], Tensor]
 
 @torch.no_grad()
 def autoregressive(
-    model: Seq2SeqTransformer,
+    model: EncoderDecoder,
     encoded: EncodedSource,
     choose: ChooseFn,
     *,
@@ -117,7 +118,7 @@ def _result(ids: Tensor, step_log_probs: Tensor, max_len: int) -> DecodeResult:
 
 
 def greedy(
-    model: Seq2SeqTransformer,
+    model: EncoderDecoder,
     encoded: EncodedSource,
     *,
     max_len: int,

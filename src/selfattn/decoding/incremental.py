@@ -9,6 +9,12 @@ buffer too, so a step allocates no growing tensor. Without a cache every step re
 decoder over the whole prefix: O(t) work per step instead of O(1) projections, but it is
 the plain definition, kept as the reference the cached path is tested against and as the
 benchmark's baseline.
+
+The cache is whatever the model keeps between steps (:meth:`EncoderDecoder.new_cache`): a
+Transformer's key/value cache, or an RNN decoder's recurrent state
+(:class:`~selfattn.models.rnn_seq2seq.RecurrentState`), which is O(1) per step by nature.
+Both are rows that :meth:`IncrementalDecoder.select` reorders, so greedy, beam search and
+sampling are written once for both families.
 """
 
 from __future__ import annotations
@@ -16,8 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from selfattn.attention.cache import DecoderCache
-from selfattn.models.seq2seq import BOS_ID, EncodedSource, Seq2SeqTransformer
+from selfattn.models.encoder_decoder import DecodingState, EncoderDecoder
+from selfattn.models.seq2seq import BOS_ID, EncodedSource
 
 
 class IncrementalDecoder:
@@ -32,7 +38,8 @@ class IncrementalDecoder:
         max_len: most tokens that will be appended (default ``model.max_len``); the
             cache and the id buffer are sized for BOS and ``max_len`` tokens.
         num_extended: copy mode: the batch's out-of-vocabulary extension.
-        use_cache: keep keys and values (True) or recompute the prefix every step.
+        use_cache: keep the model's decoding state (keys and values, or the recurrent
+            state) between steps (True) or recompute the prefix every step.
 
     Attributes:
         encoded: the sources, kept aligned with the rows.
@@ -40,7 +47,7 @@ class IncrementalDecoder:
 
     def __init__(
         self,
-        model: Seq2SeqTransformer,
+        model: EncoderDecoder,
         encoded: EncodedSource,
         *,
         max_len: int | None = None,
@@ -57,7 +64,7 @@ class IncrementalDecoder:
         self._length = 0
         # Decoder inputs at positions 0 … max_len: BOS and max_len tokens (EOS is scored,
         # never fed back).
-        self.cache = DecoderCache(capacity=max_len + 1) if use_cache else None
+        self.cache: DecodingState | None = model.new_cache(max_len + 1) if use_cache else None
 
     @property
     def num_rows(self) -> int:

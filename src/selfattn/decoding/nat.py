@@ -17,12 +17,12 @@ import torch
 from torch import Tensor
 
 from selfattn.decoding.common import NEG_INF, DecodeResult, banned_ids, rows_to_lists
+from selfattn.models.encoder_decoder import EncoderDecoder
 from selfattn.models.seq2seq import (
     BOS_ID,
     EOS_ID,
     PAD_ID,
     EncodedSource,
-    Seq2SeqTransformer,
 )
 
 
@@ -37,7 +37,7 @@ def nat_lengths(lengths: Tensor, length_scale: float, max_len: int) -> Tensor:
 
 @torch.no_grad()
 def non_autoregressive(
-    model: Seq2SeqTransformer,
+    model: EncoderDecoder,
     encoded: EncodedSource,
     *,
     length_scale: float = 1.0,

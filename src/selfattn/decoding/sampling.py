@@ -20,7 +20,8 @@ from torch import Tensor
 
 from selfattn.decoding.common import NEG_INF, DecodeResult
 from selfattn.decoding.greedy import autoregressive
-from selfattn.models.seq2seq import EncodedSource, Seq2SeqTransformer
+from selfattn.models.encoder_decoder import EncoderDecoder
+from selfattn.models.seq2seq import EncodedSource
 
 
 def filter_top_k(logits: Tensor, k: int) -> Tensor:
@@ -71,7 +72,7 @@ def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -
 
 
 def sample(
-    model: Seq2SeqTransformer,
+    model: EncoderDecoder,
     encoded: EncodedSource,
     *,
     max_len: int,

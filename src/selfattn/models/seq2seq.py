@@ -249,6 +249,10 @@ class Seq2SeqTransformer(nn.Module):
 
     # ------------------------------------------------------------------ decoder side
 
+    def new_cache(self, capacity: int) -> DecoderCache:
+        """An empty key/value cache for ``capacity`` decoder inputs (incremental decoding)."""
+        return DecoderCache(capacity=capacity)
+
     def embed_target(self, ids: Tensor, encoded: EncodedSource) -> Tensor:
         """Decoder input vectors ``(B, T, E)`` for output ids ``(B, T)``."""
         if self.output == "pointer":

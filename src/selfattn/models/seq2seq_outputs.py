@@ -74,7 +74,8 @@ class Seq2SeqAttentionMaps:
     Attributes:
         encoder: encoder self-attention, ``num_encoder_layers`` × ``(B, H, S, S)``.
         decoder: decoder masked self-attention, ``num_decoder_layers`` × ``(B, H, T, T)``
-            (zero above the diagonal).
+            (zero above the diagonal). Both are empty for the RNN encoder–decoder, whose
+            only attention is ``cross`` (one layer of one head).
         cross: decoder-to-source cross-attention, ``num_decoder_layers`` ×
             ``(B, H, T, S)``.
     """

@@ -27,7 +27,9 @@ Architecture = Literal[
     "memn2n",
     "ntm",
     "lstm",
+    "rnn",
 ]
+RNNCellName = Literal["gru", "lstm"]
 MemoryTying = Literal["adjacent", "layerwise"]
 Halting = Literal["none", "act"]
 #: How the per-layer losses of ``model.exit_heads`` are weighted (:mod:`selfattn.tasks.early_exit`).
@@ -94,10 +96,14 @@ ARCHITECTURE_FIELDS: dict[str, frozenset[str]] = {
     # LSTM controller ffn_dim wide) and the LSTM baseline.
     "ntm": frozenset({"ffn_dim", "memory_size", "memory_width"}),
     "lstm": frozenset({"ffn_dim", "num_layers"}),
+    # The seq2seq RNN encoder–decoder with attention (:mod:`selfattn.models.rnn_seq2seq`).
+    "rnn": frozenset(
+        {"embed_dim", "num_layers", "ffn_dim", "dropout", "score", "rnn_cell", "input_feeding"}
+    ),
 }
 #: Architectures that are not an input embedding, an encoder and a head: they read only
 #: ``architecture`` and their own fields.
-_OWN_FIELDS_ONLY = frozenset({"memn2n", "ntm", "lstm"})
+_OWN_FIELDS_ONLY = frozenset({"memn2n", "ntm", "lstm", "rnn"})
 #: The architectures of the ``bits`` task, and only of it.
 BITS_ARCHITECTURES = ("ntm", "lstm")
 
@@ -108,6 +114,9 @@ def fields_read(architecture: str) -> frozenset[str]:
         return frozenset({"architecture"}) | ARCHITECTURE_FIELDS[architecture]
     return _EVERY_ARCHITECTURE | ARCHITECTURE_FIELDS[architecture]
 
+
+#: ``model.score`` values of the ``rnn`` architecture only (Luong's "general": zᵀ W_a h).
+RNN_ONLY_SCORES = ("general",)
 
 #: Architectures whose encoder can read a prepended [CLS] vector (``pooling = "cls"``).
 CLS_ARCHITECTURES = ("transformer", "conformer")
@@ -129,12 +138,15 @@ class ModelConfig:
             (:mod:`selfattn.tasks.memory`, lecture 003): a story's facts are its memories,
             its question reads them over ``num_layers`` hops (sequence tasks on text);
             for the ``bits`` task (the copy recipes), ``ntm``, a neural Turing machine,
-            or ``lstm``, its baseline (:mod:`selfattn.tasks.bits`).
+            or ``lstm``, its baseline (:mod:`selfattn.tasks.bits`); for the ``seq2seq``
+            task, ``rnn``: the RNN encoder–decoder with attention
+            (:mod:`selfattn.models.rnn_seq2seq`, lecture 003).
         embed_dim: E, size of the input vectors the encoder receives.
         num_heads: H, attention heads (``transformer``, ``conformer``, ``graph``).
         num_layers: blocks / MLP layers / GRU or LSTM layers / convolutions / memory hops.
         ffn_dim: the transformer's feed-forward width; the baselines' hidden width (and
-            output size); the LSTM's and the neural Turing machine's controller's size.
+            output size); the LSTM's and the neural Turing machine's controller's size;
+            the ``rnn`` decoder's state size (each encoder direction has half; even).
         dropout: dropout everywhere a layer has some.
         positional: positional encoding of the transformer and the Conformer, a key of
             :data:`selfattn.positional.POSITIONAL`, or ``None`` (``"none"`` in TOML; what
@@ -176,7 +188,9 @@ class ModelConfig:
             ``none`` (one position per vector is enough).
         score: the attention score (lecture 000): ``scaled_dot`` (Vaswani et al.),
             ``dot`` or ``additive`` (Bahdanau et al.), see
-            :data:`selfattn.attention.scores.SCORES`; with ``attention = "dense"``.
+            :data:`selfattn.attention.scores.SCORES`; with ``attention = "dense"``. The
+            ``rnn`` architecture's match function takes these and ``general`` (Luong et
+            al.'s zᵀ W_a h).
         normalizer: what turns scores into weights: ``softmax``, ``relu`` or ``sigmoid``
             (the lecture's "ReLU instead of softmax"), see
             :data:`selfattn.attention.normalizers.NORMALIZERS`; with dense attention.
@@ -184,6 +198,9 @@ class ModelConfig:
         share_weights: Universal Transformer (Dehghani et al. 2019): one block applied
             ``num_layers`` times (``transformer``, ``conformer``, ``graph``, and seq2seq's
             encoder and decoder).
+        rnn_cell: ``rnn``: the encoder's and the decoder's cell, ``gru`` or ``lstm``.
+        input_feeding: ``rnn``: feed each step's attentional vector to the decoder with
+            the next input word (Luong et al. 2015); false: the RNN runs without it.
         pretrained: start from a pretrained BERT checkpoint: a registered name
             (``"minilm-l6"``, :data:`selfattn.pretrained.PRETRAINED`) or a local Hugging
             Face folder; text token, sequence and regression tasks
@@ -248,6 +265,8 @@ class ModelConfig:
     normalizer: str = "softmax"
     include_self: bool = True
     share_weights: bool = False
+    rnn_cell: RNNCellName = "gru"
+    input_feeding: bool = True
     pretrained: str | None = None
     exit_heads: bool = False
     exit_loss_weights: ExitLossWeights = "uniform"
@@ -277,6 +296,13 @@ class ModelConfig:
             )
         if not 0.0 <= self.memory_noise < 1.0:
             raise ValueError(f"model.memory_noise must be in [0, 1), got {self.memory_noise}")
+        if self.rnn_cell not in ("gru", "lstm"):
+            raise ValueError(f"model.rnn_cell: unknown cell {self.rnn_cell!r}; choose gru or lstm")
+        if self.architecture == "rnn" and self.ffn_dim % 2:
+            raise ValueError(
+                f"model.ffn_dim ({self.ffn_dim}) must be even for the rnn: each encoder "
+                "direction has half of it"
+            )
         if self.window_k < 0:
             raise ValueError(f"model.window_k must be >= 0, got {self.window_k}")
         if not 0.0 <= self.dropout < 1.0:
@@ -349,9 +375,13 @@ class ModelConfig:
             )
 
     def _check_scoring(self) -> None:
-        if self.score not in SCORES:
+        rnn = self.architecture == "rnn"
+        choices = [*SCORES, *(RNN_ONLY_SCORES if rnn else ())]
+        if self.score not in choices:
+            hint = "" if rnn else ' (general: model.architecture = "rnn" only)'
             raise ValueError(
-                f"model.score: unknown score {self.score!r}; choose one of {', '.join(SCORES)}"
+                f"model.score: unknown score {self.score!r}; choose one of "
+                f"{', '.join(choices)}{hint}"
             )
         if self.normalizer not in NORMALIZERS:
             raise ValueError(

@@ -272,6 +272,11 @@ def build_model(
             f"model.architecture = {config.architecture!r} is for the bits task (the copy "
             f"and repeat-copy recipes), not a {task} task"
         )
+    if config.architecture == "rnn":
+        raise ValueError(
+            'model.architecture = "rnn" is the seq2seq RNN encoder–decoder with attention, '
+            f'not a {task} task\'s encoder; use "bigru" for a recurrent one'
+        )
     check_fields(config, task=task, text=vocab_size is not None)
     if config.pretrained is not None and pretrained is None:
         raise ValueError(

@@ -2,7 +2,8 @@
 decoded output (:mod:`.task`), its training signal (:mod:`.objective`: teacher forcing,
 the non-autoregressive pass), the attention regularisers and losses (:mod:`.losses`) and
 scheduled sampling (:mod:`.sampling`). The encoder–decoder itself is
-:class:`selfattn.models.seq2seq.Seq2SeqTransformer`, built by
+:class:`selfattn.models.seq2seq.Seq2SeqTransformer` or the RNN encoder–decoder
+(:class:`selfattn.models.rnn_seq2seq.RNNSeq2Seq`, ``model.architecture = "rnn"``), built by
 :func:`selfattn.tasks.build_seq2seq_model`; the search algorithms are
 :mod:`selfattn.decoding`.
 """

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
 from selfattn.data.specials import IGNORE_INDEX
-from selfattn.models.seq2seq import BOS_ID, PAD_ID, EncodedSource, Seq2SeqTransformer
+from selfattn.models.seq2seq import BOS_ID, PAD_ID, EncodedSource
 from selfattn.pipeline.seq2seq.losses import (
     attention_for_regularisers,
     coverage_loss,
@@ -32,10 +32,11 @@ from selfattn.pipeline.seq2seq.losses import (
     sequence_nll,
 )
 from selfattn.pipeline.seq2seq.sampling import SamplingSchedule, scheduled_sampling_inputs
+from selfattn.tasks.seq2seq import Seq2SeqModel
 from selfattn.tasks.seq2seq_config import Seq2SeqConfig
 
 
-def encode_batch(model: Seq2SeqTransformer, batch: Seq2SeqBatch) -> EncodedSource:
+def encode_batch(model: Seq2SeqModel, batch: Seq2SeqBatch) -> EncodedSource:
     """The encoder's output for a batch."""
     return model.encode(batch.source, batch.source_padding, copy_ids=batch.copy_ids)
 
@@ -66,7 +67,7 @@ class Seq2SeqObjective:
         """Probability of feeding the model's own token at optimizer step ``step``."""
         return 0.0 if self.schedule is None else self.schedule.ratio(step)
 
-    def loss(self, model: Seq2SeqTransformer, batch: Seq2SeqBatch, step: int) -> Tensor:
+    def loss(self, model: Seq2SeqModel, batch: Seq2SeqBatch, step: int) -> Tensor:
         """The training loss of ``batch`` at optimizer step ``step``."""
         config = self.config
         encoded = encode_batch(model, batch)
@@ -102,9 +103,7 @@ class Seq2SeqObjective:
             loss = loss + config.nat_weight * self.nat_loss(model, encoded, batch)
         return loss
 
-    def nat_loss(
-        self, model: Seq2SeqTransformer, encoded: EncodedSource, batch: Seq2SeqBatch
-    ) -> Tensor:
+    def nat_loss(self, model: Seq2SeqModel, encoded: EncodedSource, batch: Seq2SeqBatch) -> Tensor:
         """Length-prediction cross-entropy plus the NLL of one non-autoregressive pass."""
         lengths = (~batch.target_padding).sum(1) - 1  # (B,), targets without EOS
         length_logits = model.predict_length(encoded)
@@ -126,7 +125,7 @@ class Seq2SeqObjective:
     @torch.no_grad()
     def evaluate(
         self,
-        model: Seq2SeqTransformer,
+        model: Seq2SeqModel,
         batches: Iterable[Seq2SeqBatch],
         *,
         device: torch.device | str | None = None,
@@ -145,7 +144,7 @@ def nat_inputs(lengths: Tensor) -> tuple[Tensor, Tensor]:
 
 @torch.no_grad()
 def evaluate_teacher_forced(
-    model: Seq2SeqTransformer,
+    model: Seq2SeqModel,
     batches: Iterable[Seq2SeqBatch],
     *,
     device: torch.device | str | None = None,

@@ -25,7 +25,8 @@ import torch
 from torch import Tensor
 
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
-from selfattn.models.seq2seq import EncodedSource, Seq2SeqTransformer
+from selfattn.models.seq2seq import EncodedSource
+from selfattn.tasks.seq2seq import Seq2SeqModel
 
 ScheduleKind = Literal["constant", "linear", "exponential", "inverse_sigmoid"]
 SCHEDULES: tuple[ScheduleKind, ...] = ("constant", "linear", "exponential", "inverse_sigmoid")
@@ -110,7 +111,7 @@ def _sigmoid(x: float) -> float:
 
 
 def scheduled_sampling_inputs(
-    model: Seq2SeqTransformer,
+    model: Seq2SeqModel,
     encoded: EncodedSource,
     batch: Seq2SeqBatch,
     ratio: float,

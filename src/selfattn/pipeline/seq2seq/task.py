@@ -33,7 +33,7 @@ from selfattn.data.specials import BOS, EOS, UNK
 from selfattn.data.types import TaskType
 from selfattn.data.vocab import train_bpe
 from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive, sample
-from selfattn.models.seq2seq import Seq2SeqTransformer
+from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective, encode_batch
 from selfattn.pipeline.seq2seq.scoring import Decoded, bpe_pair, hull_scores, token_error_rate
 from selfattn.pipeline.task import (
@@ -45,7 +45,7 @@ from selfattn.pipeline.task import (
     too_long,
 )
 from selfattn.tasks.model import TaskSpec
-from selfattn.tasks.seq2seq import build_seq2seq_model
+from selfattn.tasks.seq2seq import SEQ2SEQ_MODELS, Seq2SeqModel, build_seq2seq_model
 from selfattn.train.config import Config
 
 Method = Literal["greedy", "beam", "sample", "nat"]
@@ -246,7 +246,7 @@ class Seq2SeqTask(Task):
     @torch.no_grad()
     def decode(
         self,
-        model: Seq2SeqTransformer,
+        model: Seq2SeqModel,
         examples: list[Example],
         method: Method | None = None,
         *,
@@ -266,6 +266,11 @@ class Seq2SeqTask(Task):
         """
         assert self.collator is not None and self.spec is not None
         method = self.method({"method": method})
+        if method == "nat" and isinstance(model, RNNSeq2Seq):
+            raise ValueError(
+                "nat decoding: the RNN encoder–decoder reads its outputs left to right; "
+                "decode it with greedy, beam or sample"
+            )
         settings = self.config.seq2seq
         generator = torch.Generator().manual_seed(seed)
         tokens: list[list[str]] = []
@@ -323,7 +328,7 @@ class Seq2SeqTask(Task):
     def predict(self, model: nn.Module, example: Example, **options: Any) -> str:
         """The decoded output as text."""
         self.check_options(options)
-        assert isinstance(model, Seq2SeqTransformer)
+        assert isinstance(model, SEQ2SEQ_MODELS)
         method = self.method(options)
         rest = {name: value for name, value in options.items() if name != "method"}
         return self.detokenize(self.decode(model, [example], method, **rest).tokens[0])
@@ -346,7 +351,7 @@ class Seq2SeqTask(Task):
             invalid one; Vinyals et al.'s two measures).
         """
         self.check_options(options)
-        assert isinstance(model, Seq2SeqTransformer) and self.collator is not None
+        assert isinstance(model, SEQ2SEQ_MODELS) and self.collator is not None
         if split not in ("train", "dev", "test"):
             raise ValueError(f"unknown split {split!r}; choose train, dev or test")
         data = self.config.data
@@ -394,7 +399,7 @@ class Seq2SeqTask(Task):
 
     @torch.no_grad()
     def cross_attention_maps(
-        self, model: Seq2SeqTransformer, example: Example, **options: Any
+        self, model: Seq2SeqModel, example: Example, **options: Any
     ) -> tuple[list[Tensor], list[str], list[str]]:
         """Decode ``example``, then read the decoder's cross-attention over the source.
 
@@ -413,9 +418,10 @@ class Seq2SeqTask(Task):
         """Decode ``example``, then teacher-force the decoded output to read the encoder's
         self-attention (source × source), the decoder's masked self-attention (output ×
         output) and its cross-attention (output × source), per layer ``(H, T, S)``; the
-        decoder's rows end with EOS."""
+        decoder's rows end with EOS. An RNN encoder–decoder has only the cross-attention
+        (one layer of one head: the match weights α̂)."""
         self.check_options(options)
-        assert isinstance(model, Seq2SeqTransformer) and self.collator is not None
+        assert isinstance(model, SEQ2SEQ_MODELS) and self.collator is not None
         method = self.method(options)
         rest = {name: value for name, value in options.items() if name != "method"}
         output = self.decode(model, [example], method, **rest).tokens[0]
@@ -433,7 +439,7 @@ class Seq2SeqTask(Task):
             num_extended=batch.num_extended,
         )
         source, produced = positions(example), [*output, EOS]
-        return [  # the alignment first: what `selfattn attention -o FILE` writes to FILE
+        figures = [  # the alignment first: what `selfattn attention -o FILE` writes to FILE
             AttentionFigure(
                 "cross-attention",
                 [m[0] for m in maps.cross],
@@ -456,3 +462,5 @@ class Seq2SeqTask(Task):
                 "decoder layer",
             ),
         ]
+        # The RNN encoder–decoder has the cross-attention only.
+        return [figure for figure in figures if figure.maps]

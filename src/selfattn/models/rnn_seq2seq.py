@@ -1,0 +1,419 @@
+"""The RNN encoder–decoder with attention (lecture 003 §Conditional Generation by RNN &
+Attention, "Machine Translation"; Bahdanau, Cho & Bengio 2015; Luong, Pham & Manning 2015).
+
+The model the Transformer was built up from. A bidirectional GRU or LSTM reads the source
+into one vector h^j per position ([forward; backward] states). The decoder is a
+unidirectional RNN of the same cell; at every output step its state z^t is *matched*
+against every h^j — the lecture's "match" function, a learned score trained jointly with
+the model — the scores are normalised by a softmax over the source's real positions (α̂,
+padding gets exactly 0) and the context vector c^t = Σ_j α̂_j h^j is their weighted sum:
+
+* ``dot``: match(z, h) = zᵀh (Luong); ``scaled_dot``: zᵀh / √d;
+* ``general``: zᵀ W_a h (Luong);
+* ``additive``: vᵀ tanh(W_z z + W_h h) (Bahdanau;
+  :class:`~selfattn.attention.scores.AdditiveScore`).
+
+As in Luong et al.'s global attention, the output at step t reads the attentional vector
+h̃^t = tanh(W_c [c^t; z^t]), and with *input feeding* h̃^t is fed to the RNN beside the
+next input word, so the context of one step enters the next state — the lecture's picture,
+where c^0 is the decoder's input and z^1 is matched next. The decoder starts from
+tanh(W [→h_last; ←h_first]), the encoder's final states of both directions.
+
+The model answers :class:`~selfattn.models.encoder_decoder.EncoderDecoder`, so greedy,
+beam search and sampling in :mod:`selfattn.decoding` decode it unchanged: its decoding
+"cache" is the :class:`RecurrentState` (hidden state, LSTM cell and fed-back vector per
+row), reordered with the beams. It has the vocabulary output only (no pointer or copy
+layer) and no non-autoregressive pass: an RNN decoder reads its outputs left to right.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from selfattn.attention.match import RNN_SCORES as RNN_SCORES  # re-exported
+from selfattn.attention.match import MatchAttention
+from selfattn.data.specials import NUM_SPECIALS, PAD_ID, UNK_ID
+from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqAttentionMaps, Seq2SeqOutput
+
+RNNCell = Literal["gru", "lstm"]
+RNN_CELLS: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
+
+
+@dataclass
+class RecurrentState:
+    """The decoder's state between steps, one row per decoder row: the RNN's "cache".
+
+    Attributes:
+        hidden: ``(L, R, H)`` every decoder layer's hidden state (``None`` before BOS).
+        cell: ``(L, R, H)`` the LSTM's cell state, else ``None``.
+        feed: ``(R, E)`` the last attentional vector h̃ (input feeding), else ``None``.
+        keys: ``(R, S, ·)`` what the match function reads of the encoder states
+            (:meth:`~selfattn.attention.match.MatchAttention.keys`), computed once per
+            source: the counterpart of a Transformer's static cross-attention cache.
+        offset: decoder inputs consumed so far.
+    """
+
+    hidden: Tensor | None = None
+    cell: Tensor | None = None
+    feed: Tensor | None = None
+    keys: Tensor | None = None
+    offset: int = 0
+
+    def reorder(self, index: Tensor, *, memory: bool = True) -> None:
+        """Keep rows ``index`` ``(R',)``; ``memory=False`` leaves the keys (every kept row
+        reads the source of the row it replaces)."""
+        if memory and self.keys is not None:
+            self.keys = self.keys.index_select(0, index)
+        if self.hidden is not None:
+            self.hidden = self.hidden.index_select(1, index)
+        if self.cell is not None:
+            self.cell = self.cell.index_select(1, index)
+        if self.feed is not None:
+            self.feed = self.feed.index_select(0, index)
+
+
+class RNNSeq2Seq(nn.Module):
+    """Embedding → bidirectional RNN encoder → attentive RNN decoder → vocabulary.
+
+    Args:
+        target_vocab_size: ids of the target vocabulary, specials included.
+        source_vocab_size: ids of the source vocabulary (text input), or ``None``.
+        source_feature_dim: F of each source vector (vector input), or ``None``.
+        embed_dim: E, the word embeddings' and the attentional vector's size.
+        hidden_dim: H, the decoder state's size; each encoder direction has H / 2, so an
+            encoder state [→h; ←h] has H too and every score can compare them (even).
+        max_len: longest source, and longest target (without BOS and EOS).
+        num_layers: stacked encoder RNN layers.
+        decoder_layers: stacked decoder RNN layers (default ``num_layers``).
+        cell: ``"gru"`` or ``"lstm"``, for both.
+        score: the match function, a key of :data:`RNN_SCORES`.
+        input_feeding: feed the last attentional vector h̃ with the next input word.
+        dropout: on the embeddings, between stacked layers and before the output layer.
+        share_embeddings: one table for source and target words (one vocabulary size).
+        tie_output: the output projection reuses the target embedding (Press & Wolf 2017).
+    """
+
+    output: Literal["vocab"] = "vocab"
+
+    def __init__(
+        self,
+        *,
+        target_vocab_size: int,
+        source_vocab_size: int | None = None,
+        source_feature_dim: int | None = None,
+        embed_dim: int = 128,
+        hidden_dim: int = 256,
+        max_len: int = 512,
+        num_layers: int = 1,
+        decoder_layers: int | None = None,
+        cell: RNNCell = "gru",
+        score: str = "additive",
+        input_feeding: bool = True,
+        dropout: float = 0.0,
+        share_embeddings: bool = False,
+        tie_output: bool = True,
+    ) -> None:
+        super().__init__()
+        if (source_vocab_size is None) == (source_feature_dim is None):
+            raise ValueError("give exactly one of source_vocab_size and source_feature_dim")
+        if cell not in RNN_CELLS:
+            raise ValueError(f"unknown rnn cell {cell!r}; choose one of {', '.join(RNN_CELLS)}")
+        if hidden_dim % 2:
+            raise ValueError(
+                f"the RNN's hidden size ({hidden_dim}) must be even: each encoder direction "
+                "has half of it"
+            )
+        if target_vocab_size <= NUM_SPECIALS:
+            raise ValueError(
+                f"target_vocab_size ({target_vocab_size}) must exceed the {NUM_SPECIALS} "
+                "special ids (pad, unk, bos, eos)"
+            )
+        if share_embeddings and source_vocab_size != target_vocab_size:
+            raise ValueError(
+                "share_embeddings needs text on both sides with one vocabulary size, got "
+                f"source {source_vocab_size} and target {target_vocab_size}"
+            )
+        decoder_layers = decoder_layers or num_layers
+        self.embed_dim, self.hidden_dim, self.max_len = embed_dim, hidden_dim, max_len
+        self.target_vocab_size = target_vocab_size
+        self.cell, self.input_feeding = cell, input_feeding
+        self.embed_scale = math.sqrt(embed_dim)
+        self.source_embed: nn.Module = (
+            _embedding(source_vocab_size, embed_dim)
+            if source_vocab_size is not None
+            else nn.Linear(source_feature_dim or 0, embed_dim)
+        )
+        self.target_embed = (
+            self.source_embed if share_embeddings else _embedding(target_vocab_size, embed_dim)
+        )
+        rnn = RNN_CELLS[cell]
+        self.encoder = rnn(
+            embed_dim,
+            hidden_dim // 2,
+            num_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+        self.bridge = nn.Linear(hidden_dim, decoder_layers * hidden_dim)
+        self.decoder = rnn(
+            embed_dim * (2 if input_feeding else 1),
+            hidden_dim,
+            decoder_layers,
+            batch_first=True,
+            dropout=dropout if decoder_layers > 1 else 0.0,
+        )
+        self.attention = MatchAttention(score, hidden_dim)
+        self.combine = nn.Linear(2 * hidden_dim, embed_dim, bias=False)  # h̃ = tanh(W_c[c; z])
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(embed_dim, target_vocab_size, bias=False)
+        if tie_output:
+            assert isinstance(self.target_embed, nn.Embedding)
+            self.out_proj.weight = self.target_embed.weight
+        #: What the model was built from (a task spec), kept for checkpoints; set by builders.
+        self.spec: object | None = None
+
+    # ------------------------------------------------------------------ encoder side
+
+    def encode(
+        self, source: Tensor, padding: Tensor, *, copy_ids: Tensor | None = None
+    ) -> EncodedSource:
+        """Encode a batch of sources.
+
+        Args:
+            source: ``(B, S)`` token ids (text) or ``(B, S, F)`` vectors.
+            padding: ``(B, S)`` boolean, True at padding; every row has a real position.
+            copy_ids: refused: the RNN encoder–decoder has no copy output.
+
+        Returns:
+            An :class:`EncodedSource` whose memory ``(B, S, H)`` holds [→h; ←h] per
+            position (zeros at padding, which the RNN never reads: packed sequences).
+        """
+        if copy_ids is not None:
+            raise ValueError("the RNN encoder–decoder has no copy output (copy_ids given)")
+        if source.shape[:2] != padding.shape:
+            raise ValueError(
+                f"source {tuple(source.shape)} and padding {tuple(padding.shape)} disagree "
+                "on (B, S)"
+            )
+        if source.shape[1] > self.max_len:
+            raise ValueError(
+                f"source of length {source.shape[1]} is longer than the model's max_len "
+                f"({self.max_len})"
+            )
+        lengths = (~padding).sum(1)
+        if bool((lengths == 0).any()):
+            raise ValueError("every source needs at least one real (unpadded) position")
+        vectors = self.source_embed(source)
+        if isinstance(self.source_embed, nn.Embedding):
+            vectors = vectors * self.embed_scale
+        packed = pack_padded_sequence(
+            self.dropout(vectors), lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        states, _ = self.encoder(packed)
+        memory, _ = pad_packed_sequence(states, batch_first=True, total_length=source.shape[1])
+        return EncodedSource(memory, padding, None, vectors)
+
+    def initial_state(self, encoded: EncodedSource) -> RecurrentState:
+        """The decoder's state before BOS: tanh(W [→h_last; ←h_first]) per decoder layer,
+        read off the memory (the top layer's final states in both directions)."""
+        memory, padding = encoded.memory, encoded.padding
+        rows, half = memory.shape[0], self.hidden_dim // 2
+        last = (~padding).sum(1) - 1
+        forward = memory[torch.arange(rows, device=memory.device), last, :half]
+        backward = memory[:, 0, half:]
+        hidden = torch.tanh(self.bridge(torch.cat([forward, backward], dim=-1)))
+        hidden = hidden.view(rows, -1, self.hidden_dim).transpose(0, 1).contiguous()
+        return RecurrentState(
+            hidden=hidden,
+            cell=torch.zeros_like(hidden) if self.cell == "lstm" else None,
+            feed=memory.new_zeros(rows, self.embed_dim) if self.input_feeding else None,
+            keys=self.attention.keys(memory),
+        )
+
+    def predict_length(self, encoded: EncodedSource) -> Tensor:
+        """Refused: the RNN decoder has no non-autoregressive pass."""
+        raise RuntimeError(
+            "the RNN encoder–decoder has no length predictor: non-autoregressive decoding "
+            'is the transformer\'s (model.architecture = "transformer", seq2seq.nat = true)'
+        )
+
+    # ------------------------------------------------------------------ decoder side
+
+    def new_cache(self, capacity: int) -> RecurrentState:
+        """An empty recurrent state; its size does not grow with ``capacity``."""
+        return RecurrentState()
+
+    def decode(
+        self,
+        target_in: Tensor,
+        encoded: EncodedSource,
+        *,
+        target_padding: Tensor | None = None,
+        cache: RecurrentState | None = None,
+        causal: bool = True,
+        need_weights: bool = False,
+        num_extended: int = 0,
+    ) -> Seq2SeqOutput:
+        """Next-token log-probabilities for every position of ``target_in``.
+
+        Args:
+            target_in: ``(B, T)`` decoder input ids (BOS, y₁, …).
+            encoded: from :meth:`encode`.
+            target_padding: ``(B, T)`` True at padding; an RNN reads left to right, so
+                padding after a row's end changes none of its real positions.
+            cache: a :class:`RecurrentState` (:meth:`new_cache`) carried between calls;
+                ``target_in`` then holds only the new positions.
+            causal: must be True (no non-autoregressive pass).
+            need_weights: also return the attention α̂ as ``cross_attentions``: one
+                "layer" of one head, ``(B, 1, T, S)``.
+            num_extended: must be 0 (no copy output).
+
+        Returns:
+            A :class:`Seq2SeqOutput`.
+        """
+        if not causal:
+            raise ValueError(
+                "the RNN decoder reads its outputs left to right: no non-autoregressive pass"
+            )
+        if num_extended:
+            raise ValueError("the RNN encoder–decoder has no copy output (num_extended > 0)")
+        if target_in.dim() != 2 or target_in.shape[0] != encoded.memory.shape[0]:
+            raise ValueError(
+                f"target_in must be (B, T) with B = {encoded.memory.shape[0]}, got "
+                f"{tuple(target_in.shape)}"
+            )
+        offset = 0 if cache is None else cache.offset
+        if offset + target_in.shape[1] > self.max_len + 1:  # BOS, y₁ … y_max_len
+            raise ValueError(
+                f"target of length {offset + target_in.shape[1]} exceeds the model's "
+                f"max_len + 1 ({self.max_len + 1})"
+            )
+        state = cache if cache is not None and offset > 0 else self.initial_state(encoded)
+        ids = target_in.masked_fill(target_in >= self.target_vocab_size, UNK_ID)
+        inputs = self.dropout(self.target_embed(ids) * self.embed_scale)  # (B, T, E)
+        if self.input_feeding:
+            attentional, weights, state = self._steps(inputs, encoded, state)
+        else:
+            attentional, weights, state = self._all_at_once(inputs, encoded, state)
+        if cache is not None:
+            cache.hidden, cache.cell, cache.feed = state.hidden, state.cell, state.feed
+            cache.keys = state.keys
+            cache.offset = offset + target_in.shape[1]
+        logits = self.out_proj(self.dropout(attentional))
+        # At least float32 (bf16 / fp16 sums lose the ranking); a float64 model keeps float64.
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        return Seq2SeqOutput(
+            F.log_softmax(logits, dim=-1),
+            cross_attentions=[weights.unsqueeze(1)] if need_weights else None,
+        )
+
+    def _rnn(self, inputs: Tensor, state: RecurrentState) -> tuple[Tensor, RecurrentState]:
+        """Run the decoder RNN over ``inputs`` ``(B, T, ·)`` from ``state``."""
+        if self.cell == "lstm":
+            out, (hidden, cell) = self.decoder(inputs, (state.hidden, state.cell))
+            return out, replace(state, hidden=hidden, cell=cell)
+        out, hidden = self.decoder(inputs, state.hidden)
+        return out, replace(state, hidden=hidden)
+
+    def _attend(
+        self, states: Tensor, encoded: EncodedSource, keys: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """Decoder states ``(B, T, H)`` → attentional vectors ``(B, T, E)`` and α̂."""
+        assert keys is not None
+        context, weights = self.attention(states, keys, encoded.memory, encoded.padding)
+        return torch.tanh(self.combine(torch.cat([context, states], dim=-1))), weights
+
+    def _all_at_once(
+        self, inputs: Tensor, encoded: EncodedSource, state: RecurrentState
+    ) -> tuple[Tensor, Tensor, RecurrentState]:
+        """Without input feeding the RNN does not wait for the attention: one call."""
+        states, state = self._rnn(inputs, state)
+        attentional, weights = self._attend(states, encoded, state.keys)
+        return attentional, weights, state
+
+    def _steps(
+        self, inputs: Tensor, encoded: EncodedSource, state: RecurrentState
+    ) -> tuple[Tensor, Tensor, RecurrentState]:
+        """Input feeding: step t's RNN input is [y_{t-1}; h̃_{t-1}], so one step at a time."""
+        attentional, weights = [], []
+        for t in range(inputs.shape[1]):
+            assert state.feed is not None
+            step_input = torch.cat([inputs[:, t], state.feed], dim=-1).unsqueeze(1)
+            states, state = self._rnn(step_input, state)
+            vector, alpha = self._attend(states, encoded, state.keys)
+            state.feed = vector[:, 0]
+            attentional.append(vector)
+            weights.append(alpha)
+        if not attentional:  # T = 0
+            empty = inputs.new_zeros(inputs.shape[0], 0, self.embed_dim)
+            return empty, inputs.new_zeros(inputs.shape[0], 0, encoded.memory.shape[1]), state
+        return torch.cat(attentional, dim=1), torch.cat(weights, dim=1), state
+
+    # ------------------------------------------------------------------ whole batches
+
+    def forward(
+        self,
+        source: Tensor,
+        source_padding: Tensor,
+        target_in: Tensor,
+        *,
+        target_padding: Tensor | None = None,
+        copy_ids: Tensor | None = None,
+        num_extended: int = 0,
+        need_weights: bool = False,
+    ) -> Seq2SeqOutput:
+        """Teacher forcing: encode, then decode every position of ``target_in``."""
+        encoded = self.encode(source, source_padding, copy_ids=copy_ids)
+        return self.decode(
+            target_in,
+            encoded,
+            target_padding=target_padding,
+            need_weights=need_weights,
+            num_extended=num_extended,
+        )
+
+    @torch.no_grad()
+    def attention_maps(
+        self,
+        source: Tensor,
+        source_padding: Tensor,
+        target_in: Tensor,
+        *,
+        target_padding: Tensor | None = None,
+        copy_ids: Tensor | None = None,
+        num_extended: int = 0,
+    ) -> Seq2SeqAttentionMaps:
+        """The decoder's attention over the source under teacher forcing.
+
+        Returns:
+            A :class:`Seq2SeqAttentionMaps` with ``cross`` one ``(B, 1, T, S)`` map (row t:
+            predicting token t + 1) and no self-attention (``encoder``, ``decoder`` empty).
+        """
+        out = self.forward(
+            source,
+            source_padding,
+            target_in,
+            target_padding=target_padding,
+            copy_ids=copy_ids,
+            num_extended=num_extended,
+            need_weights=True,
+        )
+        assert out.cross_attentions is not None
+        return Seq2SeqAttentionMaps([], [], out.cross_attentions)
+
+
+def _embedding(rows: int, dim: int) -> nn.Embedding:
+    """N(0, 1/E) rows (unit size once scaled by √E), zero padding row, as the Transformer."""
+    embedding = nn.Embedding(rows, dim, padding_idx=PAD_ID)
+    nn.init.normal_(embedding.weight, std=dim**-0.5)
+    with torch.no_grad():
+        embedding.weight[PAD_ID].zero_()
+    return embedding
