@@ -23,6 +23,16 @@ learned absolute positions, fp32):
   dropout before its head, ours does. The extra E × E layer costs ~1/(8·layers) of one
   encoder's matrix work, well under the noise at these sizes.
 
+Dropout placement (``--placements``): ``default`` is ModelConfig's defaults, dropout 0.1 on
+the embeddings, the attention weights, each sub-layer's output, the feed-forward hidden
+layer and before the head (18 masks per step at 4 layers); ``bert`` is BERT's placement,
+``model.ffn_dropout = 0`` and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM
+draws). torch's layers follow ours (its ``dropout`` module is the feed-forward hidden
+one; the head is ours); HF is the same model in both rows.
+
+On CUDA (``--device cuda``) every side runs under ``torch.autocast`` with ``--dtype bf16``
+(or fp32); a step's time ends with ``torch.cuda.synchronize()``. The CPU runs fp32 only.
+
 Each step is what training does: forward on a right-padded batch (lengths in [L/2, L]) with
 its padding mask, cross-entropy of the logits at the real positions against random
 targets (computed the same way outside each model; BERT gets no ``labels``), backward, and
@@ -36,6 +46,7 @@ Usage::
     python benchmarks/train_throughput.py          # d256 + d512, 32×128, 1 and 2 threads: ~15 min
     python benchmarks/train_throughput.py --quick  # d256, 8×64, 3 steps, 1 thread: ~10 s
     python benchmarks/train_throughput.py --sizes d256 --threads 1 --steps 10
+    python benchmarks/train_throughput.py --device cuda --dtype bf16 --threads 1
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -58,6 +70,11 @@ from selfattn.tasks import ModelConfig, TaskModel, build_model
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
 SIDES = ("ours", "torch", "hf")
+#: Dropout placements: (model.ffn_dropout, model.head_dropout) of ours.
+PLACEMENTS: dict[str, tuple[float | None, float | None]] = {
+    "default": (None, None),
+    "bert": (0.0, 0.0),
+}
 
 
 @dataclass(frozen=True)
@@ -80,8 +97,12 @@ SIZES = {
 }
 
 
-def build_ours(size: Size, vocab: int, max_len: int, dropout: float) -> TaskModel:
-    """selfattn's token model: embedding → learned positions → post-LN Encoder → E → V."""
+def build_ours(
+    size: Size, vocab: int, max_len: int, dropout: float, placement: str = "default"
+) -> TaskModel:
+    """selfattn's token model: embedding → learned positions → post-LN Encoder → E → V,
+    with the dropout ``placement`` (a key of :data:`PLACEMENTS`)."""
+    ffn_dropout, head_dropout = PLACEMENTS[placement]
     config = ModelConfig(
         embed_dim=size.embed_dim,
         num_heads=size.num_heads,
@@ -90,6 +111,8 @@ def build_ours(size: Size, vocab: int, max_len: int, dropout: float) -> TaskMode
         dropout=dropout,
         positional="learned",
         norm_first=False,
+        ffn_dropout=ffn_dropout,
+        head_dropout=head_dropout,
     )
     model = build_model(
         config,
@@ -105,7 +128,8 @@ def build_ours(size: Size, vocab: int, max_len: int, dropout: float) -> TaskMode
 
 
 class TorchTokenModel(nn.Module):
-    """Ours with its encoder swapped for ``torch.nn.TransformerEncoder`` (same weights)."""
+    """Ours with its encoder swapped for ``torch.nn.TransformerEncoder`` (same weights and
+    dropout placement: each layer's ``dropout``, on the feed-forward hidden layer, is ours')."""
 
     def __init__(self, ours: TaskModel, size: Size, dropout: float) -> None:
         super().__init__()
@@ -124,6 +148,7 @@ class TorchTokenModel(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, size.num_layers, enable_nested_tensor=False)
         for theirs, block in zip(self.encoder.layers, encoder.layers, strict=True):
             load_block(theirs, block)
+            theirs.dropout.p = block.feedforward.dropout.p
         self.head = copy.deepcopy(ours.head)
 
     def forward(self, batch: Batch) -> Tensor:
@@ -179,10 +204,15 @@ def hf_logits(model: nn.Module) -> Callable[[Batch], Tensor]:
 
 
 def make_batches(
-    count: int, batch: int, length: int, vocab: int, generator: torch.Generator
+    count: int,
+    batch: int,
+    length: int,
+    vocab: int,
+    generator: torch.Generator,
+    device: str = "cpu",
 ) -> list[Batch]:
     """Random token batches with lengths in [L/2, L], padding id 0 and targets at every
-    real position (-100 at padding)."""
+    real position (-100 at padding), on ``device``."""
     out = []
     for _ in range(count):
         lengths = torch.randint(length // 2, length + 1, (batch,), generator=generator)
@@ -192,23 +222,38 @@ def make_batches(
         labels = torch.randint(0, vocab, (batch, length), generator=generator).masked_fill(
             mask, -100
         )
-        out.append(Batch(ids, None, None, mask, labels))
+        out.append(Batch(ids.to(device), None, None, mask.to(device), labels.to(device)))
     return out
 
 
 def train_step(
-    run: Callable[[Batch], Tensor], optimizer: torch.optim.Optimizer
+    run: Callable[[Batch], Tensor],
+    optimizer: torch.optim.Optimizer,
+    autocast: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> Callable[[Batch], None]:
-    """One forward + cross-entropy + backward + AdamW step on a batch."""
+    """One forward + cross-entropy + backward + AdamW step on a batch (the forward and the
+    loss under ``autocast``; on CUDA the step ends with a synchronisation)."""
 
     def step(batch: Batch) -> None:
-        logits = run(batch)
-        loss = F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), ignore_index=-100)
+        with autocast():
+            logits = run(batch)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1).float(), batch.labels.flatten(), ignore_index=-100
+            )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        if batch.labels.is_cuda:
+            torch.cuda.synchronize()
 
     return step
+
+
+def autocast_for(device: str, dtype: str) -> Callable[[], AbstractContextManager[object]]:
+    """The autocast context every side's forward runs in: bf16 on CUDA, none for fp32."""
+    if dtype == "fp32":
+        return nullcontext
+    return lambda: torch.autocast(device_type=device, dtype=torch.bfloat16)
 
 
 def parameter_count(model: nn.Module) -> int:
@@ -216,20 +261,23 @@ def parameter_count(model: nn.Module) -> int:
 
 
 def measure(
-    args: argparse.Namespace, size: Size, batch: int, length: int
+    args: argparse.Namespace, size: Size, batch: int, length: int, placement: str = "default"
 ) -> dict[str, float | int]:
-    """Median tokens/s of each side at one size and shape, in the current thread count."""
+    """Median tokens/s of each side at one size, shape and dropout placement, in the
+    current thread count."""
     torch.manual_seed(0)
-    ours = build_ours(size, args.vocab, length, args.dropout)
+    ours = build_ours(size, args.vocab, length, args.dropout, placement)
     reference = TorchTokenModel(ours, size, args.dropout)
     hf = build_hf(size, args.vocab, length, args.dropout)
+    for model in (ours, reference, hf):
+        model.to(args.device)
     runs: dict[str, Callable[[Batch], Tensor]] = {
         "ours": ours,
         "torch": reference,
         "hf": hf_logits(hf),
     }
     models: dict[str, nn.Module] = {"ours": ours, "torch": reference, "hf": hf}
-    probe = make_batches(1, batch, length, args.vocab, torch.Generator())[0]
+    probe = make_batches(1, batch, length, args.vocab, torch.Generator(), args.device)[0]
     for model in models.values():
         model.eval()
     with torch.no_grad():
@@ -237,11 +285,15 @@ def measure(
         difference = float((ours(probe)[real] - reference(probe)[real]).abs().max())
     for model in models.values():
         model.train()
+    autocast = autocast_for(args.device, args.dtype)
     steps = {
-        side: train_step(runs[side], torch.optim.AdamW(models[side].parameters(), lr=1e-4))
+        side: train_step(
+            runs[side], torch.optim.AdamW(models[side].parameters(), lr=1e-4), autocast
+        )
         for side in SIDES
     }
-    batches = make_batches(args.steps, batch, length, args.vocab, torch.Generator().manual_seed(1))
+    generator = torch.Generator().manual_seed(1)
+    batches = make_batches(args.steps, batch, length, args.vocab, generator, args.device)
     tokens = [int((~b.key_padding_mask).sum()) for b in batches]
     for side in SIDES:  # warm-up: allocator, kernels, AdamW state
         for b in batches[: args.warmup]:
@@ -289,10 +341,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--threads", type=int, nargs="+", default=[1, 2], help="torch intra-op thread counts"
     )
+    parser.add_argument(
+        "--placements",
+        nargs="+",
+        choices=list(PLACEMENTS),
+        default=list(PLACEMENTS),
+        help="ours' dropout placement: default (ModelConfig's) and/or bert "
+        "(model.ffn_dropout = model.head_dropout = 0)",
+    )
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
+    parser.add_argument(
+        "--dtype",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="bf16: autocast on CUDA for every side (the CPU runs fp32)",
+    )
     parser.add_argument("--quick", action="store_true", help="d256, 8x64, 3 steps, 1 thread")
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.shapes, args.steps, args.threads = ["d256"], "8x64", 3, [1]
+    if args.dtype == "bf16" and not args.device.startswith("cuda"):
+        parser.error("--dtype bf16 needs --device cuda (the CPU table is fp32)")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: CUDA is not available here")
     return args
 
 
@@ -301,14 +372,14 @@ def main(argv: list[str] | None = None) -> None:
     import transformers
 
     print(
-        f"token models: V={args.vocab}, post-LN, relu, dropout {args.dropout}, fp32, "
-        f"forward+cross-entropy+backward+AdamW, median of {args.steps} steps after "
-        f"{args.warmup} warm-up; torch {torch.__version__}, transformers "
-        f"{transformers.__version__}"
+        f"token models: V={args.vocab}, post-LN, relu, dropout {args.dropout}, "
+        f"{args.dtype} on {args.device}, forward+cross-entropy+backward+AdamW, median of "
+        f"{args.steps} steps after {args.warmup} warm-up; torch {torch.__version__}, "
+        f"transformers {transformers.__version__}"
     )
     header = (
-        f"{'size':>5} {'thr':>3} {'B x L':>9} {'ours tok/s':>11} {'torch tok/s':>12} "
-        f"{'HF tok/s':>9} {'ours/torch':>11} {'ours/HF':>8}  notes"
+        f"{'size':>5} {'placement':>9} {'thr':>3} {'B x L':>9} {'ours tok/s':>11} "
+        f"{'torch tok/s':>12} {'HF tok/s':>9} {'ours/torch':>11} {'ours/HF':>8}  notes"
     )
     print(header)
     print("-" * len(header))
@@ -318,24 +389,32 @@ def main(argv: list[str] | None = None) -> None:
             torch.set_num_threads(threads)
             for shape in args.shapes.split(","):
                 batch, length = (int(v) for v in shape.lower().split("x"))
-                row = measure(args, SIZES[name], batch, length)
-                counts[name] = row
-                notes = [f"max |ours - torch| logits = {row['difference']:.1e}"]
-                if row["foreign"] > FOREIGN_LOAD_NOTE:
-                    notes.append(f"noisy: other processes used {row['foreign']:.1f} cores")
-                ours, ref, hf = row["ours"], row["torch"], row["hf"]
-                print(
-                    f"{name:>5} {threads:>3} {batch:>4} x {length:<4}"
-                    f"{ours:>11.0f} {ref:>12.0f} {hf:>9.0f} {ours / ref:>11.2f} "
-                    f"{ours / hf:>8.2f}  " + "; ".join(notes),
-                    flush=True,
-                )
-    print("\nparameters (tied weights counted once)")
+                for placement in args.placements:
+                    row = measure(args, SIZES[name], batch, length, placement)
+                    counts[name] = row
+                    print_row(name, placement, threads, batch, length, row)
+    print("\nparameters (tied weights counted once; the placement changes none)")
     for name, row in counts.items():
         print(
             f"{name:>5} {SIZES[name]}: ours {row['ours_params']:,}, torch "
             f"{row['torch_params']:,}, HF BertForMaskedLM {row['hf_params']:,}"
         )
+
+
+def print_row(
+    name: str, placement: str, threads: int, batch: int, length: int, row: dict[str, float | int]
+) -> None:
+    """One line of the table."""
+    notes = [f"max |ours - torch| logits = {row['difference']:.1e}"]
+    if row["foreign"] > FOREIGN_LOAD_NOTE:
+        notes.append(f"noisy: other processes used {row['foreign']:.1f} cores")
+    ours, ref, hf = row["ours"], row["torch"], row["hf"]
+    print(
+        f"{name:>5} {placement:>9} {threads:>3} {batch:>4} x {length:<4}"
+        f"{ours:>11.0f} {ref:>12.0f} {hf:>9.0f} {ours / ref:>11.2f} "
+        f"{ours / hf:>8.2f}  " + "; ".join(notes),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -70,3 +70,33 @@ def test_kv_cache_hf_table(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "same tokens in 2/2" in out
     assert "decoder calls at 8 tokens 8/8" in out
+
+
+def test_train_throughput_reports_both_placements(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("train_throughput")
+    bench.main(argv("--sizes tiny --shapes 2x16 --vocab 300 --steps 1 --warmup 0 --threads 1"))
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    table = [row for row in rows if row[:1] == ["tiny"] and row[1] in ("default", "bert")]
+    assert [row[1] for row in table] == ["default", "bert"]
+
+
+def test_bert_placement_drops_what_bert_drops() -> None:
+    """BERT placement: no dropout on the feed-forward hidden layer or before the head, in
+    ours and in the torch twin; the rest keeps the rate."""
+    bench = load("train_throughput")
+    size = bench.SIZES["tiny"]
+    for placement, hidden in (("default", 0.1), ("bert", 0.0)):
+        ours = bench.build_ours(size, 50, 16, 0.1, placement)
+        twin = bench.TorchTokenModel(ours, size, 0.1)
+        blocks = ours.encoder.encoder.layers
+        assert {block.feedforward.dropout.p for block in blocks} == {hidden}
+        assert {layer.dropout.p for layer in twin.encoder.layers} == {hidden}
+        assert ours.head.dropout.p == twin.head.dropout.p == hidden
+        assert {block.dropout1.p for block in blocks} == {0.1}
+        assert {block.self_attn.dropout for block in blocks} == {0.1}
+
+
+def test_train_throughput_refuses_bf16_on_cpu() -> None:
+    bench = load("train_throughput")
+    with pytest.raises(SystemExit):
+        bench.parse_args(argv("--dtype bf16"))

@@ -74,6 +74,8 @@ CHANGES: dict[str, list[Case]] = {
     "linear_start_steps": [({}, {"linear_start_steps": 10})],
     "memory_noise": [({}, {"memory_noise": 0.5})],
     "memory_width": [({}, {"memory_width": 8})],
+    "ffn_dropout": [({}, {"ffn_dropout": 0.0})],
+    "head_dropout": [({}, {"head_dropout": 0.0})],
 }
 TEXT_FIELDS = {"char_features", "char_dim", "word_dropout"}
 IMAGE_FIELDS = {"patch_size", "grid_positional"}

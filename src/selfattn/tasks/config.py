@@ -45,6 +45,7 @@ _EVERY_ARCHITECTURE = frozenset(
         "word_dropout",
         "patch_size",
         "grid_positional",
+        "head_dropout",
     }
 )
 _ATTENTION = frozenset(
@@ -62,10 +63,10 @@ _ATTENTION = frozenset(
 #: The fields each architecture reads besides those every one reads. A field outside
 #: its set, at a value other than its default, is refused (no option silently ignored).
 ARCHITECTURE_FIELDS: dict[str, frozenset[str]] = {
-    "transformer": _ATTENTION | {"positional", "norm_first", "pretrained"},
+    "transformer": _ATTENTION | {"positional", "norm_first", "pretrained", "ffn_dropout"},
     # Every Conformer module is pre-normalised: norm_first = true is all it can be.
-    "conformer": _ATTENTION | {"positional", "window_k"},
-    "graph": frozenset({"num_heads", "norm_first", "include_self", "share_weights"}),
+    "conformer": _ATTENTION | {"positional", "window_k", "ffn_dropout"},
+    "graph": frozenset({"num_heads", "norm_first", "include_self", "share_weights", "ffn_dropout"}),
     "fc": frozenset(),
     "fc_window": frozenset({"window_k"}),
     "bigru": frozenset(),
@@ -128,7 +129,8 @@ class ModelConfig:
         num_layers: blocks / MLP layers / GRU or LSTM layers / convolutions / memory hops.
         ffn_dim: the transformer's feed-forward width; the baselines' hidden width (and
             output size); the LSTM's and the neural Turing machine's controller's size.
-        dropout: dropout everywhere a layer has some.
+        dropout: dropout everywhere a layer has some (unless ``attention_dropout``,
+            ``ffn_dropout`` or ``head_dropout`` says otherwise there).
         positional: positional encoding of the transformer and the Conformer, a key of
             :data:`selfattn.positional.POSITIONAL`, or ``None`` (``"none"`` in TOML; what
             every other architecture has).
@@ -194,6 +196,13 @@ class ModelConfig:
         memory_noise: ``memn2n``: in training, put an empty memory before each fact with
             this probability (random noise, §4.2: 0.1 in the paper), so the learned
             per-age vectors do not overfit; 0: none.
+        ffn_dropout: dropout on the feed-forward hidden layer of ``transformer``,
+            ``conformer``, ``graph`` and seq2seq blocks; ``None`` (``"none"`` in TOML):
+            ``dropout``. ``0`` with ``head_dropout = 0`` is BERT's placement (Devlin et al.
+            2019: dropout on embeddings, attention weights and sub-layer outputs only),
+            which trains faster (fewer random masks per step).
+        head_dropout: dropout on the encoder's output before the task head (after pooling,
+            for a sequence task); ``None`` (``"none"`` in TOML): ``dropout``.
 
     Each architecture reads the fields of :data:`ARCHITECTURE_FIELDS` (and those every
     one reads); the builders refuse another field set to anything but its default, in one
@@ -228,6 +237,8 @@ class ModelConfig:
     memory_tying: MemoryTying = "adjacent"
     linear_start_steps: int = 0
     memory_noise: float = 0.0
+    ffn_dropout: float | None = None
+    head_dropout: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
@@ -255,6 +266,10 @@ class ModelConfig:
             raise ValueError(
                 f"model.attention_dropout must be in [0, 1) or none, got {self.attention_dropout}"
             )
+        for name in ("ffn_dropout", "head_dropout"):
+            rate = getattr(self, name)
+            if rate is not None and not 0.0 <= rate < 1.0:
+                raise ValueError(f"model.{name} must be in [0, 1) or none, got {rate}")
         if not 0.0 <= self.word_dropout < 1.0:
             raise ValueError(f"model.word_dropout must be in [0, 1), got {self.word_dropout}")
         if self.attention not in KERNELS:
@@ -364,6 +379,11 @@ class ModelConfig:
         if "positional" in unread:
             unread["positional"] = None
         return replace(self, **{**unread, "architecture": architecture})
+
+    @property
+    def head_rate(self) -> float:
+        """The dropout before the task head: ``head_dropout``, else ``dropout``."""
+        return self.dropout if self.head_dropout is None else self.head_dropout
 
     def attention_options(self) -> dict[str, int]:
         """The keyword options of the attention kernel this config names."""

@@ -204,6 +204,7 @@ def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
         unused |= dict.fromkeys(("char_features", "word_dropout"), "this data is not words")
     if task == "seq2seq":
         unused["pretrained"] = "a seq2seq model is trained from scratch here"
+        unused["head_dropout"] = "a seq2seq model has no dropout before its output layer"
         unused |= dict.fromkeys(
             ("char_features", "word_dropout", "patch_size", "grid_positional"),
             "a seq2seq model reads its source through one embedding",
@@ -324,16 +325,16 @@ def build_model(
         encoder = build_encoder(config, max_len=encoder_len, edge_dim=edge_dim)
     head: TokenClassifier | SequenceClassifier | SequenceRegressor
     if task == "token":
-        head = TokenClassifier(encoder.output_dim, num_labels, dropout=config.dropout)
+        head = TokenClassifier(encoder.output_dim, num_labels, dropout=config.head_rate)
     elif task == "sequence":
         head = SequenceClassifier(
-            encoder.output_dim, num_labels, pooling=config.pooling, dropout=config.dropout
+            encoder.output_dim, num_labels, pooling=config.pooling, dropout=config.head_rate
         )
     elif task == "regression":
         head = SequenceRegressor(
             encoder.output_dim,
             pooling=config.pooling,
-            dropout=config.dropout,
+            dropout=config.head_rate,
             target_mean=target_mean,
             target_std=target_std,
         )
