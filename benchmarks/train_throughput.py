@@ -27,8 +27,10 @@ Dropout placement (``--placements``): ``default`` is ModelConfig's defaults, dro
 the embeddings, the attention weights, each sub-layer's output, the feed-forward hidden
 layer and before the head (18 masks per step at 4 layers); ``bert`` is BERT's placement,
 ``model.ffn_dropout = 0`` and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM
-draws). torch's layers follow ours (its ``dropout`` module is the feed-forward hidden
-one; the head is ours); HF is the same model in both rows.
+draws); ``bert-uniform`` adds ``model.dropout_masks = "uniform"`` (masks thresholded from
+``torch.rand`` noise, :mod:`selfattn.attention.dropout`). torch's layers follow ours'
+placement (its ``dropout`` module is the feed-forward hidden one; the head is ours) with
+PyTorch's masks; HF is the same model in every row.
 
 On CUDA (``--device cuda``) every side runs under ``torch.autocast`` with ``--dtype bf16``
 (or fp32); a step's time ends with ``torch.cuda.synchronize()``. The CPU runs fp32 only.
@@ -59,6 +61,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -70,10 +73,11 @@ from selfattn.tasks import ModelConfig, TaskModel, build_model
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
 SIDES = ("ours", "torch", "hf")
-#: Dropout placements: (model.ffn_dropout, model.head_dropout) of ours.
-PLACEMENTS: dict[str, tuple[float | None, float | None]] = {
-    "default": (None, None),
-    "bert": (0.0, 0.0),
+#: Dropout placements of ours, as ModelConfig fields.
+PLACEMENTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "bert": {"ffn_dropout": 0.0, "head_dropout": 0.0},
+    "bert-uniform": {"ffn_dropout": 0.0, "head_dropout": 0.0, "dropout_masks": "uniform"},
 }
 
 
@@ -102,7 +106,6 @@ def build_ours(
 ) -> TaskModel:
     """selfattn's token model: embedding → learned positions → post-LN Encoder → E → V,
     with the dropout ``placement`` (a key of :data:`PLACEMENTS`)."""
-    ffn_dropout, head_dropout = PLACEMENTS[placement]
     config = ModelConfig(
         embed_dim=size.embed_dim,
         num_heads=size.num_heads,
@@ -111,8 +114,7 @@ def build_ours(
         dropout=dropout,
         positional="learned",
         norm_first=False,
-        ffn_dropout=ffn_dropout,
-        head_dropout=head_dropout,
+        **PLACEMENTS[placement],
     )
     model = build_model(
         config,
@@ -150,6 +152,7 @@ class TorchTokenModel(nn.Module):
             load_block(theirs, block)
             theirs.dropout.p = block.feedforward.dropout.p
         self.head = copy.deepcopy(ours.head)
+        self.head.dropout = nn.Dropout(ours.head.dropout.p)  # torch's masks on this side
 
     def forward(self, batch: Batch) -> Tensor:
         mask = batch.key_padding_mask
@@ -346,8 +349,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs="+",
         choices=list(PLACEMENTS),
         default=list(PLACEMENTS),
-        help="ours' dropout placement: default (ModelConfig's) and/or bert "
-        "(model.ffn_dropout = model.head_dropout = 0)",
+        help="ours' dropout placement: default (ModelConfig's), bert "
+        "(model.ffn_dropout = model.head_dropout = 0), bert-uniform (and "
+        'model.dropout_masks = "uniform")',
     )
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
     parser.add_argument(

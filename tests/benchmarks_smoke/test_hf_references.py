@@ -76,8 +76,8 @@ def test_train_throughput_reports_both_placements(capsys: pytest.CaptureFixture[
     bench = load("train_throughput")
     bench.main(argv("--sizes tiny --shapes 2x16 --vocab 300 --steps 1 --warmup 0 --threads 1"))
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
-    table = [row for row in rows if row[:1] == ["tiny"] and row[1] in ("default", "bert")]
-    assert [row[1] for row in table] == ["default", "bert"]
+    table = [row for row in rows if row[:1] == ["tiny"] and row[1] in bench.PLACEMENTS]
+    assert [row[1] for row in table] == ["default", "bert", "bert-uniform"]
 
 
 def test_bert_placement_drops_what_bert_drops() -> None:
@@ -92,6 +92,7 @@ def test_bert_placement_drops_what_bert_drops() -> None:
         assert {block.feedforward.dropout.p for block in blocks} == {hidden}
         assert {layer.dropout.p for layer in twin.encoder.layers} == {hidden}
         assert ours.head.dropout.p == twin.head.dropout.p == hidden
+        assert type(twin.head.dropout) is torch.nn.Dropout
         assert {block.dropout1.p for block in blocks} == {0.1}
         assert {block.self_attn.dropout for block in blocks} == {0.1}
 

@@ -76,6 +76,7 @@ CHANGES: dict[str, list[Case]] = {
     "memory_width": [({}, {"memory_width": 8})],
     "ffn_dropout": [({}, {"ffn_dropout": 0.0})],
     "head_dropout": [({}, {"head_dropout": 0.0})],
+    "dropout_masks": [({}, {"dropout_masks": "uniform"})],
 }
 TEXT_FIELDS = {"char_features", "char_dim", "word_dropout"}
 IMAGE_FIELDS = {"patch_size", "grid_positional"}

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from selfattn.attention.dropout import DropoutMasks, uniform_dropout
 from selfattn.attention.masks import structural_mask
 from selfattn.attention.normalizers import NORMALIZERS, NormalizerFn, resolve_normalizer, softmax
 from selfattn.attention.scores import (
@@ -65,6 +66,7 @@ def attention(
     dropout: float = 0.0,
     scale: float | None = None,
     chunk_size: int | None = None,
+    dropout_masks: DropoutMasks = "bernoulli",
 ) -> tuple[Tensor, Tensor | None]:
     """Self- or cross-attention over batched, multi-head tensors.
 
@@ -90,6 +92,10 @@ def attention(
         scale: factor on ``q·k`` for ``scaled_dot`` (default 1/√D).
         chunk_size: queries per block on the eager path (default: sized to
             :data:`CHUNK_BUDGET`).
+        dropout_masks: how the dropout on the weights draws its masks
+            (:mod:`selfattn.attention.dropout`): ``"bernoulli"``, PyTorch's, or
+            ``"uniform"``, cheaper on CPU, which takes the eager path (PyTorch's fused
+            kernels draw their own masks).
 
     Returns:
         ``(output, weights)``: output ``(B, H, T, Dv)``; weights ``(B, H, T, S)`` when
@@ -105,7 +111,9 @@ def attention(
     # PyTorch's CPU kernels have no fused dropout: SDPA with dropout_p > 0 falls back to
     # the math path, which holds B·H·T·S weights (6.9 GB for one 4k-token training batch
     # of 4 in lra-text). The chunked path applies the same dropout block by block.
-    dropout_unfused = dropout > 0.0 and q.device.type == "cpu" and _is_long(q, k)
+    dropout_unfused = dropout > 0.0 and (
+        dropout_masks == "uniform" or (q.device.type == "cpu" and _is_long(q, k))
+    )
     if _is_fusable(score, normalizer) and not need_weights and not dropout_unfused:
         out = _fused(q, k, v, allowed_user, bias, causal, window, include_self, dropout, scale)
         return out, None
@@ -124,6 +132,7 @@ def attention(
         dropout=dropout,
         scale=scale,
         chunk_size=chunk_size or _auto_chunk(q, k, score),
+        dropout_masks=dropout_masks,
     )
 
 
@@ -270,6 +279,7 @@ def _attend_block(
     normalizer: NormalizerFn,
     scale: float,
     dropout: float,
+    dropout_masks: DropoutMasks = "bernoulli",
 ) -> tuple[Tensor, Tensor]:
     """The lecture's formula for one block of queries: returns (output, weights)."""
     scores = score(q, k, scale)  # (B, H, c, S)
@@ -297,7 +307,12 @@ def _attend_block(
     if refill:
         assert allowed is not None
         weights = weights.masked_fill(~allowed, 0.0)
-    dropped = F.dropout(weights, p=dropout) if dropout > 0 else weights
+    if dropout == 0.0:
+        dropped = weights
+    elif dropout_masks == "uniform":
+        dropped = uniform_dropout(weights, dropout)
+    else:
+        dropped = F.dropout(weights, p=dropout)
     return dropped @ v, weights
 
 
@@ -317,13 +332,19 @@ def _chunked(
     dropout: float,
     scale: float,
     chunk_size: int,
+    dropout_masks: DropoutMasks = "bernoulli",
 ) -> tuple[Tensor, Tensor | None]:
     heads, num_queries, num_keys = q.shape[1], q.shape[2], k.shape[2]
     if k.shape[1] != heads:  # grouped-query: each key/value head serves H / Hk query heads
         k = k.repeat_interleave(heads // k.shape[1], dim=1)
         v = v.repeat_interleave(heads // v.shape[1], dim=1)
     block = functools.partial(
-        _attend_block, score=score, normalizer=normalizer, scale=scale, dropout=dropout
+        _attend_block,
+        score=score,
+        normalizer=normalizer,
+        scale=scale,
+        dropout=dropout,
+        dropout_masks=dropout_masks,
     )
     saved_elements = q.shape[0] * heads * num_queries * num_keys
     if isinstance(score, AdditiveScore):

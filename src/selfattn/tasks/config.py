@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from selfattn.attention.dropout import DROPOUT_MASKS, DropoutMasks
 from selfattn.attention.normalizers import NORMALIZERS
 from selfattn.attention.scores import SCORES
 from selfattn.blocks.config import kernel_takes_dropout
@@ -46,6 +47,7 @@ _EVERY_ARCHITECTURE = frozenset(
         "patch_size",
         "grid_positional",
         "head_dropout",
+        "dropout_masks",
     }
 )
 _ATTENTION = frozenset(
@@ -203,6 +205,11 @@ class ModelConfig:
             which trains faster (fewer random masks per step).
         head_dropout: dropout on the encoder's output before the task head (after pooling,
             for a sequence task); ``None`` (``"none"`` in TOML): ``dropout``.
+        dropout_masks: how every dropout layer and dense attention's weight dropout draw
+            their masks (:mod:`selfattn.attention.dropout`): ``"bernoulli"``, PyTorch's
+            ``F.dropout``, or ``"uniform"``, a threshold on ``torch.rand`` noise: the same
+            distribution, about a quarter of the CPU time, another random stream (a run
+            does not repeat one trained with the other).
 
     Each architecture reads the fields of :data:`ARCHITECTURE_FIELDS` (and those every
     one reads); the builders refuse another field set to anything but its default, in one
@@ -239,6 +246,7 @@ class ModelConfig:
     memory_noise: float = 0.0
     ffn_dropout: float | None = None
     head_dropout: float | None = None
+    dropout_masks: DropoutMasks = "bernoulli"
 
     def __post_init__(self) -> None:
         for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
@@ -270,6 +278,11 @@ class ModelConfig:
             rate = getattr(self, name)
             if rate is not None and not 0.0 <= rate < 1.0:
                 raise ValueError(f"model.{name} must be in [0, 1) or none, got {rate}")
+        if self.dropout_masks not in DROPOUT_MASKS:
+            raise ValueError(
+                f"model.dropout_masks: unknown kind {self.dropout_masks!r}; choose "
+                f"{' or '.join(DROPOUT_MASKS)}"
+            )
         if not 0.0 <= self.word_dropout < 1.0:
             raise ValueError(f"model.word_dropout must be in [0, 1), got {self.word_dropout}")
         if self.attention not in KERNELS:

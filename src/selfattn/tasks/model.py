@@ -18,6 +18,7 @@ from selfattn.data.types import Batch, TaskType
 from selfattn.kernels.linformer import LinformerKernel
 from selfattn.positional.learned import LearnedPositional
 from selfattn.tasks.config import BITS_ARCHITECTURES, DEFAULTS, ModelConfig, toml_value
+from selfattn.tasks.dropout_masks import use_dropout_masks
 from selfattn.tasks.embedding import InputEmbedding
 from selfattn.tasks.encoders import (
     AttentionSequenceEncoder,
@@ -340,7 +341,9 @@ def build_model(
         )
     else:
         raise ValueError(f"unknown task {task!r}; choose 'token', 'sequence' or 'regression'")
-    return TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
+    model = TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
+    use_dropout_masks(model, config.dropout_masks)
+    return model
 
 
 def _memory_model(
