@@ -303,11 +303,12 @@ def measure(
             steps[side](b)
     rates: dict[str, list[float]] = {side: [] for side in SIDES}
     busy_before, cpu_before, wall_before = machine_busy_seconds(), _own_cpu(), time.time()
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     for i, (b, n) in enumerate(zip(batches, tokens, strict=True)):
         for side in SIDES[i % 3 :] + SIDES[: i % 3]:  # rotate who goes first
-            start = time.perf_counter()
+            start = clock()
             steps[side](b)
-            rates[side].append(n / (time.perf_counter() - start))
+            rates[side].append(n / (clock() - start))
     wall = time.time() - wall_before
     foreign = (machine_busy_seconds() - busy_before - (_own_cpu() - cpu_before)) / max(wall, 1e-9)
     return {
@@ -360,12 +361,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="fp32",
         help="bf16: autocast on CUDA for every side (the CPU runs fp32)",
     )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="time a step by the wall clock, or by this process's CPU time (at 1 thread a "
+        "busy machine's other processes then count far less; at N threads it is the work "
+        "of all N, not the latency)",
+    )
     parser.add_argument("--quick", action="store_true", help="d256, 8x64, 3 steps, 1 thread")
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.shapes, args.steps, args.threads = ["d256"], "8x64", 3, [1]
     if args.dtype == "bf16" and not args.device.startswith("cuda"):
         parser.error("--dtype bf16 needs --device cuda (the CPU table is fp32)")
+    if args.clock == "cpu" and args.device != "cpu":
+        parser.error("--clock cpu times CPU work: use it with --device cpu")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: CUDA is not available here")
     return args
@@ -378,7 +389,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"token models: V={args.vocab}, post-LN, relu, dropout {args.dropout}, "
         f"{args.dtype} on {args.device}, forward+cross-entropy+backward+AdamW, median of "
-        f"{args.steps} steps after {args.warmup} warm-up; torch {torch.__version__}, "
+        f"{args.steps} steps after {args.warmup} warm-up ({args.clock} clock); torch "
+        f"{torch.__version__}, "
         f"transformers {transformers.__version__}"
     )
     header = (

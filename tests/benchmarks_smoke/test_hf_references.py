@@ -101,3 +101,4 @@ def test_train_throughput_refuses_bf16_on_cpu() -> None:
     bench = load("train_throughput")
     with pytest.raises(SystemExit):
         bench.parse_args(argv("--dtype bf16"))
+    assert bench.parse_args(argv("--clock cpu")).clock == "cpu"

@@ -2,12 +2,12 @@
 1 − p, scale the kept ones by 1 / (1 − p)).
 
 * ``"bernoulli"``: PyTorch's ``F.dropout``. On CPU it draws each mask value from a
-  Bernoulli distribution one element at a time (~13 ns per element on this machine's
-  cores, a fifth of a d256 training step).
+  Bernoulli distribution one element at a time (~6 ns of CPU time per element here).
 * ``"uniform"``: the same distribution from uniform noise, ``keep = U[0, 1) < 1 − p``
-  (``torch.rand``, vectorised: ~3.5 ns per element). Each value is kept with probability
-  1 − p up to float32's 2⁻²⁴, independently, and scaled the same way; only the random
-  stream differs, so a run with these masks does not repeat one with PyTorch's.
+  (``torch.rand``: ~3 ns per element). Each value is kept with probability 1 − p up to
+  float32's 2⁻²⁴, independently, and scaled the same way; only the random stream
+  differs, so a run with these masks does not repeat one with PyTorch's. Forward and
+  backward of 4M values take 20 ms of CPU time against F.dropout's 32–38 ms (1 thread).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ def uniform_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """
     if not training or p == 0.0:
         return x
-    # float32 noise whatever x's dtype: a bf16 threshold would round 1 - p.
-    keep = torch.rand(x.shape, device=x.device, dtype=torch.float32) < 1.0 - p
-    # mul then an in-place mul by the boolean mask: two passes, and backward keeps only
-    # the 1-byte mask (F.dropout keeps a float one).
-    return x.mul(1.0 / (1.0 - p)).mul_(keep)
+    # float32 noise whatever x's dtype: a bf16 threshold would round 1 - p. The noise
+    # becomes the scaled mask in place (a boolean mask would be cast on every product).
+    noise = torch.rand(x.shape, device=x.device, dtype=torch.float32)
+    mask = noise.lt_(1.0 - p).mul_(1.0 / (1.0 - p))  # 0 or 1 / (1 - p)
+    return x * mask.to(x.dtype)
 
 
 class UniformDropout(nn.Dropout):
