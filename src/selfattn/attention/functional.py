@@ -39,9 +39,13 @@ from selfattn.attention.scores import (
     AdditiveScore,
     ScoreFn,
     default_scale,
+    dot_score,
     resolve_score,
+    scaled_dot_score,
 )
 
+#: Scores that are one matrix product of (scaled) q and k.
+_PRODUCT_SCORES = (dot_score, scaled_dot_score)
 #: Elements of one block's score matrix (B·H·chunk·S·extra); 2^24 fp32 values = 64 MiB.
 CHUNK_BUDGET = 1 << 24
 #: Blocks are recomputed in the backward pass only when keeping every block's activations
@@ -283,13 +287,17 @@ def _attend_block(
 ) -> tuple[Tensor, Tensor]:
     """The lecture's formula for one block of queries: returns (output, weights)."""
     scores = score(q, k, scale)  # (B, H, c, S)
+    # A product's fresh output, which nothing saved for backward, may be masked in place
+    # (one score-sized copy fewer); another score's output may be what its backward reads.
+    owned = score in _PRODUCT_SCORES
     if bias is not None:
-        scores = scores + bias
+        scores, owned = scores + bias, True
         finite = ~torch.isneginf(bias)
         allowed = finite if allowed is None else allowed & finite
     refill = False
     if allowed is not None:
-        scores = scores.masked_fill(~allowed, -math.inf)
+        masked = scores.masked_fill_ if owned else scores.masked_fill
+        scores = masked(~allowed, -math.inf)
         has_key = allowed.any(dim=-1, keepdim=True)  # usually (B, 1, 1, 1): cheap to check
         # softmax sends -inf to exactly 0; another normaliser, or a row with no key at all
         # (softmax(-inf, …) = NaN), needs its masked weights zeroed after normalising.
