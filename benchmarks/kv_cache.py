@@ -2,7 +2,7 @@
 of greedy, beam and non-autoregressive decoding.
 
 The model is a random ``Seq2SeqTransformer`` of a realistic translation size (defaults:
-E=256, H=4, 3+3 layers, FFN 1024, vocabulary 8000, fp32, eval mode); sources are random
+E=256, H=4, 3+3 layers, FFN 1024, vocabulary 8000, fp32 on the CPU, eval mode); sources are random
 token sequences. Every decoder emits exactly ``--tokens`` tokens (``min_len = max_len``,
 so EOS is banned until then and forced after: one more decoder call), so both paths do
 the same work whatever the random weights prefer.
@@ -54,6 +54,11 @@ Usage::
     python benchmarks/kv_cache.py --sections hf --threads 1   # only ours ÷ HF
     python benchmarks/kv_cache.py --quick      # 32 tokens, 1 repeat: a smoke check (~15 s)
     python benchmarks/kv_cache.py --batches 1 4 --tokens 64 --threads 1
+    python benchmarks/kv_cache.py --device cuda --dtype bfloat16   # the same tables on a GPU
+
+On CUDA (``--device cuda``) both sides' weights are cast to ``--dtype`` (bf16 is how a
+model is served there), every timed call is bracketed by ``torch.cuda.synchronize()``,
+and the CPU-load note is left out (the host's other processes do not share the GPU).
 """
 
 from __future__ import annotations
@@ -85,6 +90,18 @@ FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is ma
 WARMUP_TOKENS = 8
 SECTIONS = ("cache", "speed", "hf")
 R = TypeVar("R")
+M = TypeVar("M", bound=nn.Module)
+
+
+def place(model: M, args: argparse.Namespace) -> M:
+    """``model`` on ``--device`` in ``--dtype``."""
+    return model.to(device=args.device, dtype=getattr(torch, args.dtype))
+
+
+def synchronize(device: str) -> None:
+    """Wait for the GPU's queued work, so wall-clock time covers it (no-op on the CPU)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def build_model(args: argparse.Namespace) -> Seq2SeqTransformer:
@@ -99,25 +116,28 @@ def build_model(args: argparse.Namespace) -> Seq2SeqTransformer:
         max_len=max(args.tokens, args.source_len),
         norm_first=True,
     )
-    return Seq2SeqTransformer(
+    model = Seq2SeqTransformer(
         stack,
         decoder_like(stack),
         target_vocab_size=args.vocab,
         source_vocab_size=args.vocab,
         length_predictor=True,
     ).eval()
+    return place(model, args)
 
 
 def encode(model: Seq2SeqTransformer, batch: int, length: int, vocab: int) -> EncodedSource:
     """A batch of random sources of ``length`` tokens, encoded."""
     generator = torch.Generator().manual_seed(batch)
     source = torch.randint(NUM_SPECIALS, vocab, (batch, length), generator=generator)
+    device = next(model.parameters()).device
     with torch.no_grad():
-        return model.encode(source, torch.zeros(batch, length, dtype=torch.bool))
+        padding = torch.zeros(batch, length, dtype=torch.bool)
+        return model.encode(source.to(device), padding.to(device))
 
 
 def timed(
-    calls: Mapping[str, Callable[[int], R]], tokens: int, repeats: int
+    calls: Mapping[str, Callable[[int], R]], tokens: int, repeats: int, device: str = "cpu"
 ) -> tuple[dict[str, float], dict[str, R], float]:
     """Median seconds per call of each entry at ``tokens`` tokens (alternating order), the
     last results, and the cores other processes used meanwhile.
@@ -132,11 +152,15 @@ def timed(
     busy_before, cpu_before, wall_before = machine_busy_seconds(), _own_cpu(), time.time()
     for i in range(repeats):
         for name in list(calls)[:: -1 if i % 2 else 1]:
+            synchronize(device)
             start = time.perf_counter()
             results[name] = calls[name](tokens)
+            synchronize(device)
             seconds[name].append(time.perf_counter() - start)
     wall = time.time() - wall_before
     foreign = (machine_busy_seconds() - busy_before - (_own_cpu() - cpu_before)) / max(wall, 1e-9)
+    if device != "cpu":
+        foreign = 0.0  # the host's other processes do not share the GPU
     return {name: statistics.median(v) for name, v in seconds.items()}, results, foreign
 
 
@@ -148,7 +172,7 @@ def cache_row(model: Seq2SeqTransformer, args: argparse.Namespace, batch: int) -
         return lambda n: greedy(model, encoded, max_len=n, min_len=n, use_cache=use_cache)
 
     calls = {"cached": run(True), "recompute": run(False)}
-    seconds, results, foreign = timed(calls, args.tokens, args.repeats)
+    seconds, results, foreign = timed(calls, args.tokens, args.repeats, args.device)
     cached, full = results["cached"], results["recompute"]
     same = cached.tokens == full.tokens
     gap = float((cached.step_log_probs - full.step_log_probs).abs().max())
@@ -173,7 +197,7 @@ def speed_rows(model: Seq2SeqTransformer, args: argparse.Namespace, batch: int) 
         ),
         "nat": lambda n: non_autoregressive(model, encoded, lengths=[n] * batch),
     }
-    seconds, results, foreign = timed(calls, args.tokens, args.repeats)
+    seconds, results, foreign = timed(calls, args.tokens, args.repeats, args.device)
     note = (
         f"  noisy: other processes used {foreign:.1f} cores" if foreign > FOREIGN_LOAD_NOTE else ""
     )
@@ -239,6 +263,7 @@ def build_pair(args: argparse.Namespace) -> tuple[Seq2SeqTransformer, nn.Module]
     )
     theirs = MarianMTModel(config).eval()
     copy_weights(ours, theirs, positions)
+    ours, theirs = place(ours, args), place(theirs, args)
     generation = theirs.generation_config
     generation.forced_eos_token_id = None
     generation.bad_words_ids = None
@@ -289,10 +314,11 @@ def check_pair(ours: Seq2SeqTransformer, theirs: nn.Module, args: argparse.Names
     source = torch.randint(NUM_SPECIALS, args.vocab, (2, args.hf_source_len), generator=generator)
     target = torch.randint(NUM_SPECIALS, args.vocab, (2, args.tokens), generator=generator)
     target[:, 0] = BOS_ID
+    source, target = source.to(args.device), target.to(args.device)
     with torch.no_grad():
         padding = torch.zeros_like(source, dtype=torch.bool)
-        mine = ours.decode(target, ours.encode(source, padding)).log_probs
-        logits = theirs(input_ids=source, decoder_input_ids=target).logits
+        mine = ours.decode(target, ours.encode(source, padding)).log_probs.float()
+        logits = theirs(input_ids=source, decoder_input_ids=target).logits.float()
     return float((mine - logits.log_softmax(-1)).abs().max())
 
 
@@ -349,12 +375,12 @@ def hf_rows(
     generator = torch.Generator().manual_seed(batch)
     source = torch.randint(
         NUM_SPECIALS, args.vocab, (batch, args.hf_source_len), generator=generator
-    )
+    ).to(args.device)
     rows = []
     for beam in (1, args.hf_beam_size):
         calls = hf_calls(ours, theirs, source, beam)
         counts = count_decoder_calls(ours, theirs, calls)
-        seconds, results, foreign = timed(calls, args.tokens, args.repeats)
+        seconds, results, foreign = timed(calls, args.tokens, args.repeats, args.device)
         equal = sum(a == b for a, b in zip(results["ours"], results["hf"], strict=True))
         notes = [
             f"decoder calls at {WARMUP_TOKENS} tokens {counts['ours']}/{counts['hf']}",
@@ -396,8 +422,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--hf-layers", type=int, default=4, help="ours ÷ HF: layers per stack")
     parser.add_argument("--hf-source-len", type=int, default=16)
     parser.add_argument("--hf-beam-size", type=int, default=4)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        default="float32",
+        help="weights and activations (on the CPU only float32: it has no bf16 units)",
+    )
     parser.add_argument("--quick", action="store_true", help="32 tokens, 1 repeat: a smoke check")
     args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here")
+    if args.device == "cpu" and args.dtype != "float32":
+        parser.error(f"--dtype {args.dtype} on the CPU: this benchmark runs float32 there")
     if args.quick:
         args.tokens, args.repeats = 32, 1
     return args
@@ -407,7 +444,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     print(
-        f"E={args.embed_dim} H={args.num_heads} FFN={args.ffn_dim} V={args.vocab} fp32, "
+        f"E={args.embed_dim} H={args.num_heads} FFN={args.ffn_dim} V={args.vocab} "
+        f"{args.dtype} on {args.device}, "
         f"{args.tokens} tokens generated, {torch.get_num_threads()} threads, "
         f"torch {torch.__version__}, median of {args.repeats}"
     )

@@ -2,7 +2,7 @@
 and Hugging Face's ``BertForMaskedLM``, as whole models: token ids in, vocabulary logits out.
 
 The three sides (same E, H, layers, FFN width, vocabulary V, post-LN, relu, dropout,
-learned absolute positions, fp32):
+learned absolute positions, fp32 on the CPU):
 
 * **ours**: the token-task model selfattn builds, ``selfattn.tasks.build_model`` with a
   ``token`` task and ``num_labels = V``: a word embedding (V × E), a learned position
@@ -23,18 +23,6 @@ learned absolute positions, fp32):
   dropout before its head, ours does. The extra E × E layer costs ~1/(8·layers) of one
   encoder's matrix work, well under the noise at these sizes.
 
-Dropout placement (``--placements``): ``default`` is ModelConfig's defaults, dropout 0.1 on
-the embeddings, the attention weights, each sub-layer's output, the feed-forward hidden
-layer and before the head (18 masks per step at 4 layers); ``bert`` is BERT's placement,
-``model.ffn_dropout = 0`` and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM
-draws); ``bert-uniform`` adds ``model.dropout_masks = "uniform"`` (masks thresholded from
-``torch.rand`` noise, :mod:`selfattn.attention.dropout`). torch's layers follow ours'
-placement (its ``dropout`` module is the feed-forward hidden one; the head is ours) with
-PyTorch's masks; HF is the same model in every row.
-
-On CUDA (``--device cuda``) every side runs under ``torch.autocast`` with ``--dtype bf16``
-(or fp32); a step's time ends with ``torch.cuda.synchronize()``. The CPU runs fp32 only.
-
 Each step is what training does: forward on a right-padded batch (lengths in [L/2, L]) with
 its padding mask, cross-entropy of the logits at the real positions against random
 targets (computed the same way outside each model; BERT gets no ``labels``), backward, and
@@ -43,12 +31,28 @@ every step, so machine noise hits all), and the table gives the median tokens/s 
 non-padding tokens) of each and the ratios ours ÷ torch and ours ÷ HF (> 1: ours is
 faster). Rows timed while other processes used the CPU are marked ``noisy``.
 
+Dropout placement (``--placements``): ``default`` is ModelConfig's defaults, dropout 0.1 on
+the embeddings, the attention weights, each sub-layer's output, the feed-forward hidden
+layer and before the head (18 masks per step at 4 layers); ``bert`` is BERT's placement,
+``model.ffn_dropout = 0`` and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM
+draws); ``bert-uniform`` adds ``model.dropout_masks = "uniform"`` (masks thresholded from
+``torch.rand`` noise, :mod:`selfattn.attention.dropout`). torch's layers follow ours'
+placement (its ``dropout`` module is the feed-forward hidden one; the head is ours) with
+PyTorch's masks; HF is the same model in every row. ``--clock cpu`` times each step by
+this process's CPU time: at 1 thread on a busy machine the other processes barely count.
+
 Usage::
 
     python benchmarks/train_throughput.py          # d256 + d512, 32×128, 1 and 2 threads: ~15 min
     python benchmarks/train_throughput.py --quick  # d256, 8×64, 3 steps, 1 thread: ~10 s
     python benchmarks/train_throughput.py --sizes d256 --threads 1 --steps 10
-    python benchmarks/train_throughput.py --device cuda --dtype bf16 --threads 1
+    python benchmarks/train_throughput.py --sizes d256 d512 --threads 1 --clock cpu
+    python benchmarks/train_throughput.py --device cuda --dtype bfloat16 --steps 30 --warmup 3
+
+On CUDA (``--device cuda``) every side keeps float32 weights and AdamW state and runs its
+forward and loss under ``torch.autocast`` in ``--dtype`` (bf16 mixed precision, what
+``train.amp`` does), each step is bracketed by ``torch.cuda.synchronize()``, and the
+thread count and the CPU-load note do not apply.
 """
 
 from __future__ import annotations
@@ -59,7 +63,6 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,8 +133,7 @@ def build_ours(
 
 
 class TorchTokenModel(nn.Module):
-    """Ours with its encoder swapped for ``torch.nn.TransformerEncoder`` (same weights and
-    dropout placement: each layer's ``dropout``, on the feed-forward hidden layer, is ours')."""
+    """Ours with its encoder swapped for ``torch.nn.TransformerEncoder`` (same weights)."""
 
     def __init__(self, ours: TaskModel, size: Size, dropout: float) -> None:
         super().__init__()
@@ -150,7 +152,7 @@ class TorchTokenModel(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, size.num_layers, enable_nested_tensor=False)
         for theirs, block in zip(self.encoder.layers, encoder.layers, strict=True):
             load_block(theirs, block)
-            theirs.dropout.p = block.feedforward.dropout.p
+            theirs.dropout.p = block.feedforward.dropout.p  # ours' placement
         self.head = copy.deepcopy(ours.head)
         self.head.dropout = nn.Dropout(ours.head.dropout.p)  # torch's masks on this side
 
@@ -207,15 +209,10 @@ def hf_logits(model: nn.Module) -> Callable[[Batch], Tensor]:
 
 
 def make_batches(
-    count: int,
-    batch: int,
-    length: int,
-    vocab: int,
-    generator: torch.Generator,
-    device: str = "cpu",
+    count: int, batch: int, length: int, vocab: int, generator: torch.Generator
 ) -> list[Batch]:
     """Random token batches with lengths in [L/2, L], padding id 0 and targets at every
-    real position (-100 at padding), on ``device``."""
+    real position (-100 at padding)."""
     out = []
     for _ in range(count):
         lengths = torch.randint(length // 2, length + 1, (batch,), generator=generator)
@@ -225,20 +222,22 @@ def make_batches(
         labels = torch.randint(0, vocab, (batch, length), generator=generator).masked_fill(
             mask, -100
         )
-        out.append(Batch(ids.to(device), None, None, mask.to(device), labels.to(device)))
+        out.append(Batch(ids, None, None, mask, labels))
     return out
 
 
 def train_step(
     run: Callable[[Batch], Tensor],
     optimizer: torch.optim.Optimizer,
-    autocast: Callable[[], AbstractContextManager[object]] = nullcontext,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
 ) -> Callable[[Batch], None]:
-    """One forward + cross-entropy + backward + AdamW step on a batch (the forward and the
-    loss under ``autocast``; on CUDA the step ends with a synchronisation)."""
+    """One forward + cross-entropy + backward + AdamW step on a batch (forward and loss
+    under autocast in ``dtype`` when it is not float32)."""
+    autocast = dtype != torch.float32
 
     def step(batch: Batch) -> None:
-        with autocast():
+        with torch.autocast(device, dtype=dtype, enabled=autocast):
             logits = run(batch)
             loss = F.cross_entropy(
                 logits.flatten(0, 1).float(), batch.labels.flatten(), ignore_index=-100
@@ -246,17 +245,14 @@ def train_step(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        if batch.labels.is_cuda:
-            torch.cuda.synchronize()
 
     return step
 
 
-def autocast_for(device: str, dtype: str) -> Callable[[], AbstractContextManager[object]]:
-    """The autocast context every side's forward runs in: bf16 on CUDA, none for fp32."""
-    if dtype == "fp32":
-        return nullcontext
-    return lambda: torch.autocast(device_type=device, dtype=torch.bfloat16)
+def synchronize(device: str) -> None:
+    """Wait for the GPU's queued work, so wall-clock time covers it (no-op on the CPU)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def parameter_count(model: nn.Module) -> int:
@@ -272,15 +268,15 @@ def measure(
     ours = build_ours(size, args.vocab, length, args.dropout, placement)
     reference = TorchTokenModel(ours, size, args.dropout)
     hf = build_hf(size, args.vocab, length, args.dropout)
-    for model in (ours, reference, hf):
-        model.to(args.device)
     runs: dict[str, Callable[[Batch], Tensor]] = {
         "ours": ours,
         "torch": reference,
         "hf": hf_logits(hf),
     }
     models: dict[str, nn.Module] = {"ours": ours, "torch": reference, "hf": hf}
-    probe = make_batches(1, batch, length, args.vocab, torch.Generator(), args.device)[0]
+    for model in models.values():
+        model.to(args.device)
+    probe = make_batches(1, batch, length, args.vocab, torch.Generator())[0].to(args.device)
     for model in models.values():
         model.eval()
     with torch.no_grad():
@@ -288,15 +284,18 @@ def measure(
         difference = float((ours(probe)[real] - reference(probe)[real]).abs().max())
     for model in models.values():
         model.train()
-    autocast = autocast_for(args.device, args.dtype)
+    dtype = getattr(torch, args.dtype)
     steps = {
         side: train_step(
-            runs[side], torch.optim.AdamW(models[side].parameters(), lr=1e-4), autocast
+            runs[side],
+            torch.optim.AdamW(models[side].parameters(), lr=1e-4),
+            args.device,
+            dtype,
         )
         for side in SIDES
     }
-    generator = torch.Generator().manual_seed(1)
-    batches = make_batches(args.steps, batch, length, args.vocab, generator, args.device)
+    batches = make_batches(args.steps, batch, length, args.vocab, torch.Generator().manual_seed(1))
+    batches = [b.to(args.device) for b in batches]
     tokens = [int((~b.key_padding_mask).sum()) for b in batches]
     for side in SIDES:  # warm-up: allocator, kernels, AdamW state
         for b in batches[: args.warmup]:
@@ -306,11 +305,15 @@ def measure(
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     for i, (b, n) in enumerate(zip(batches, tokens, strict=True)):
         for side in SIDES[i % 3 :] + SIDES[: i % 3]:  # rotate who goes first
+            synchronize(args.device)
             start = clock()
             steps[side](b)
+            synchronize(args.device)
             rates[side].append(n / (clock() - start))
     wall = time.time() - wall_before
     foreign = (machine_busy_seconds() - busy_before - (_own_cpu() - cpu_before)) / max(wall, 1e-9)
+    if args.device != "cpu":
+        foreign = 0.0  # the host's other processes do not share the GPU
     return {
         **{side: statistics.median(rates[side]) for side in SIDES},
         "difference": difference,
@@ -345,6 +348,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--threads", type=int, nargs="+", default=[1, 2], help="torch intra-op thread counts"
     )
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        default="float32",
+        help="autocast dtype of forward and loss (CUDA only: the CPU here has no bf16 units)",
+    )
     parser.add_argument(
         "--placements",
         nargs="+",
@@ -353,13 +363,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="ours' dropout placement: default (ModelConfig's), bert "
         "(model.ffn_dropout = model.head_dropout = 0), bert-uniform (and "
         'model.dropout_masks = "uniform")',
-    )
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
-    parser.add_argument(
-        "--dtype",
-        choices=("fp32", "bf16"),
-        default="fp32",
-        help="bf16: autocast on CUDA for every side (the CPU runs fp32)",
     )
     parser.add_argument(
         "--clock",
@@ -371,14 +374,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="d256, 8x64, 3 steps, 1 thread")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.sizes, args.shapes, args.steps, args.threads = ["d256"], "8x64", 3, [1]
-    if args.dtype == "bf16" and not args.device.startswith("cuda"):
-        parser.error("--dtype bf16 needs --device cuda (the CPU table is fp32)")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here")
     if args.clock == "cpu" and args.device != "cpu":
         parser.error("--clock cpu times CPU work: use it with --device cpu")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error(f"--device {args.device}: CUDA is not available here")
+    if args.device == "cpu" and args.dtype != "float32":
+        parser.error(f"--dtype {args.dtype} on the CPU: this benchmark runs float32 there")
+    if args.quick:
+        args.sizes, args.shapes, args.steps, args.threads = ["d256"], "8x64", 3, [1]
     return args
 
 
@@ -388,13 +391,13 @@ def main(argv: list[str] | None = None) -> None:
 
     print(
         f"token models: V={args.vocab}, post-LN, relu, dropout {args.dropout}, "
-        f"{args.dtype} on {args.device}, forward+cross-entropy+backward+AdamW, median of "
-        f"{args.steps} steps after {args.warmup} warm-up ({args.clock} clock); torch "
-        f"{torch.__version__}, "
-        f"transformers {transformers.__version__}"
+        f"{args.dtype} on {args.device}, "
+        f"forward+cross-entropy+backward+AdamW, median of {args.steps} steps after "
+        f"{args.warmup} warm-up ({args.clock} clock); torch {torch.__version__}, transformers "
+        f"{transformers.__version__}"
     )
     header = (
-        f"{'size':>5} {'placement':>9} {'thr':>3} {'B x L':>9} {'ours tok/s':>11} "
+        f"{'size':>5} {'placement':>12} {'thr':>3} {'B x L':>9} {'ours tok/s':>11} "
         f"{'torch tok/s':>12} {'HF tok/s':>9} {'ours/torch':>11} {'ours/HF':>8}  notes"
     )
     print(header)
@@ -426,7 +429,7 @@ def print_row(
         notes.append(f"noisy: other processes used {row['foreign']:.1f} cores")
     ours, ref, hf = row["ours"], row["torch"], row["hf"]
     print(
-        f"{name:>5} {placement:>9} {threads:>3} {batch:>4} x {length:<4}"
+        f"{name:>5} {placement:>12} {threads:>3} {batch:>4} x {length:<4}"
         f"{ours:>11.0f} {ref:>12.0f} {hf:>9.0f} {ours / ref:>11.2f} "
         f"{ours / hf:>8.2f}  " + "; ".join(notes),
         flush=True,

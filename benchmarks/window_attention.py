@@ -137,7 +137,7 @@ def comparison(args: argparse.Namespace, kernel: WindowKernel) -> None:
             )
             note = (
                 f"noisy: other processes used {foreign:.1f} cores"
-                if foreign > FOREIGN_LOAD_NOTE
+                if foreign > FOREIGN_LOAD_NOTE and args.device == "cpu"  # the GPU is not shared
                 else ""
             )
             peaks = {name: measure_memory(call, args.device).peak for name, call in calls.items()}

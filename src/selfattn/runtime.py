@@ -77,7 +77,9 @@ def busy_cores(seconds: float = SAMPLE_SECONDS) -> float:
     if end is None:
         return float("nan")
     wall, machine, own = (after - before for before, after in zip(start, end, strict=True))
-    return max(0.0, (machine - own) / wall)
+    # /proc/stat counts in clock ticks (10 ms): over a short sample a tick landing inside
+    # it can read as more busy cores than the machine has (2.09 of 2 seen under load).
+    return min(float(os.cpu_count() or 1), max(0.0, (machine - own) / wall))
 
 
 def machine_busy_seconds() -> float:

@@ -72,6 +72,44 @@ def test_kv_cache_hf_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "decoder calls at 8 tokens 8/8" in out
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_kv_cache_tables_run_on_cuda_in_bf16(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("kv_cache")
+    bench.main(
+        argv(
+            "--quick --device cuda --dtype bfloat16 --embed-dim 32 --num-heads 2 --ffn-dim 64 "
+            "--num-layers 1 --hf-layers 1 --vocab 200 --batches 2 --hf-batches 2"
+        )
+    )
+    out = capsys.readouterr().out
+    assert "bfloat16 on cuda" in out
+    assert "decoder calls at 8 tokens 8/8" in out
+
+
+def test_kv_cache_refuses_bf16_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("kv_cache")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(argv("--dtype bfloat16"))
+    assert exit_info.value.code == 2
+    assert "on the CPU" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_train_throughput_runs_on_cuda_in_bf16(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("train_throughput")
+    bench.main(
+        argv(
+            "--sizes tiny --shapes 2x16 --vocab 300 --steps 2 --warmup 1 --threads 1 "
+            "--device cuda --dtype bfloat16"
+        )
+    )
+    out = capsys.readouterr().out
+    assert "bfloat16 on cuda" in out
+    assert "ours/HF" in out
+
+
 def test_train_throughput_reports_both_placements(capsys: pytest.CaptureFixture[str]) -> None:
     bench = load("train_throughput")
     bench.main(argv("--sizes tiny --shapes 2x16 --vocab 300 --steps 1 --warmup 0 --threads 1"))
@@ -97,8 +135,6 @@ def test_bert_placement_drops_what_bert_drops() -> None:
         assert {block.self_attn.dropout for block in blocks} == {0.1}
 
 
-def test_train_throughput_refuses_bf16_on_cpu() -> None:
+def test_train_throughput_cpu_clock() -> None:
     bench = load("train_throughput")
-    with pytest.raises(SystemExit):
-        bench.parse_args(argv("--dtype bf16"))
     assert bench.parse_args(argv("--clock cpu")).clock == "cpu"

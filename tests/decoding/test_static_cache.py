@@ -247,3 +247,17 @@ def test_beam_search_looking_for_done_examples_rarely_finds_the_same(
         assert rarely.nbest == every_step.nbest  # tokens, log-probs and scores, in order
         assert torch.equal(rarely.score, every_step.score)
         assert torch.equal(rarely.step_log_probs, every_step.step_log_probs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_log_probabilities_keep_a_float64_models_precision(make_model, make_batch, dtype) -> None:
+    """A float64 model's scores stay float64 (rounding them to float32 made the exact
+    float64 tests above compare rounded values); lower precisions score in float32."""
+    model = make_model("vocab", "rotary").to(dtype)
+    encoded, _ = make_batch(model, batch=2)
+    for result in (
+        greedy_module.greedy(model, encoded, max_len=5),
+        beam_search(model, encoded, beam_size=2, max_len=5, nbest=True),
+    ):
+        assert result.step_log_probs.dtype == dtype
+        assert result.log_prob.dtype == dtype

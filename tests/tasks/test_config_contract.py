@@ -74,6 +74,9 @@ CHANGES: dict[str, list[Case]] = {
     "linear_start_steps": [({}, {"linear_start_steps": 10})],
     "memory_noise": [({}, {"memory_noise": 0.5})],
     "memory_width": [({}, {"memory_width": 8})],
+    # Adaptive depth needs the shared block; ponder_weight only means something with it.
+    "halting": [({"share_weights": True}, {"halting": "act"})],
+    "ponder_weight": [({"share_weights": True, "halting": "act"}, {"ponder_weight": 0.1})],
     "ffn_dropout": [({}, {"ffn_dropout": 0.0})],
     "head_dropout": [({}, {"head_dropout": 0.0})],
     "dropout_masks": [({}, {"dropout_masks": "uniform"})],
@@ -263,3 +266,38 @@ def test_the_image_fields_are_honoured_on_images(architecture: str) -> None:
                 ModelConfig(**_base(architecture, overrides | changes)), "sequence", "image"
             )
             assert _changed(base, changed, batch), (architecture, field)
+
+
+@pytest.mark.parametrize("architecture", ["transformer", "conformer"])
+@pytest.mark.parametrize("task", ["token", "sequence", "regression"])
+def test_adaptive_depth_is_honoured_by_the_attention_stacks(task: str, architecture: str) -> None:
+    """The vacuous-pass guard for ``halting`` and ``ponder_weight``: the stacks that can
+    run adaptive depth build it, and each field changes the model."""
+    batch = _batch(task, "text")
+    for field in ("halting", "ponder_weight"):
+        for overrides, changes in CHANGES[field]:
+            base = _build(ModelConfig(**_base(architecture, overrides)), task, "text")
+            changed = _build(ModelConfig(**_base(architecture, overrides | changes)), task, "text")
+            assert _changed(base, changed, batch), (architecture, field)
+
+
+@pytest.mark.parametrize(
+    ("task", "architecture"),
+    [("seq2seq", "transformer"), ("sequence", "graph"), ("sequence", "fc"), ("bits", "ntm")],
+)
+def test_adaptive_depth_is_refused_where_there_is_no_shared_stack(
+    task: str, architecture: str
+) -> None:
+    kind = _input_kind(architecture, "halting")
+    fields = {"share_weights": True} if architecture in ("transformer", "graph") else {}
+    with pytest.raises(ValueError, match="halting") as error:
+        _build(ModelConfig(**_base(architecture, {**fields, "halting": "act"})), task, kind)
+    assert "\n" not in str(error.value)
+
+
+def test_halting_needs_shared_weights_in_one_line() -> None:
+    with pytest.raises(ValueError, match=r"needs model\.share_weights = true") as error:
+        ModelConfig(halting="act")
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="ponder_weight"):
+        ModelConfig(share_weights=True, ponder_weight=0.5)

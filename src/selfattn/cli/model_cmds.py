@@ -45,6 +45,7 @@ TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.
   model.architecture=transformer|conformer|graph|bigru|…   model.attention=dense|window|…
   model.score=dot|scaled_dot|additive   model.normalizer=softmax|relu|sigmoid
   model.include_self=false   model.share_weights=true   model.pooling=cls
+  model.halting=act          adaptive depth (ACT) of a share_weights stack; model.ponder_weight
   model.pretrained=minilm-l6  fine-tune a BERT checkpoint (a name or a local folder)
   train.layer_lr_decay=0.9   train.freeze_encoder=true (a linear probe of the checkpoint)
   train.checkpoint_activations=true  recompute each block in backward (less memory)

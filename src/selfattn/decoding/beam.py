@@ -42,6 +42,7 @@ from selfattn.decoding.common import (
     check_max_len,
     constrain,
     rows_to_lists,
+    score_dtype,
 )
 from selfattn.decoding.incremental import IncrementalDecoder
 from selfattn.models.seq2seq import EOS_ID, PAD_ID, EncodedSource, Seq2SeqTransformer
@@ -76,14 +77,16 @@ def repeated_ngrams(tokens: Tensor, n: int, vocab_size: int) -> Tensor:
 class _Finished:
     """The K best finished hypotheses of each of B examples, merged step by step."""
 
-    def __init__(self, batch: int, beam_size: int, max_len: int, device: torch.device) -> None:
+    def __init__(
+        self, batch: int, beam_size: int, max_len: int, device: torch.device, dtype: torch.dtype
+    ) -> None:
         shape = (batch, beam_size)
-        self.score = torch.full(shape, NEG_INF, device=device)
-        self.log_prob = torch.full(shape, NEG_INF, device=device)
+        self.score = torch.full(shape, NEG_INF, dtype=dtype, device=device)
+        self.log_prob = torch.full(shape, NEG_INF, dtype=dtype, device=device)
         self.length = torch.zeros(shape, dtype=torch.long, device=device)
         self.natural = torch.zeros(shape, dtype=torch.bool, device=device)
         self.ids = torch.full((*shape, max_len + 1), PAD_ID, dtype=torch.long, device=device)
-        self.steps = torch.zeros(*shape, max_len + 1, device=device)
+        self.steps = torch.zeros(*shape, max_len + 1, dtype=dtype, device=device)
         self.count = torch.zeros(batch, dtype=torch.long, device=device)
         self.width = max_len + 1
 
@@ -172,14 +175,15 @@ def beam_search(
         num_extended=num_extended,
         use_cache=use_cache,
     )
-    finished = _Finished(batch, k, max_len, device)
+    dtype = score_dtype(encoded)
+    finished = _Finished(batch, k, max_len, device, dtype)
     live = torch.arange(batch, device=device)  # examples still searching
     first_row = live * k  # (L,) each live example's first decoder row
     # All K beams start as the same BOS row: only the first may extend, or the top K
     # would be K copies of one hypothesis.
-    beam_log_prob = torch.full((batch, k), NEG_INF, device=device)
+    beam_log_prob = torch.full((batch, k), NEG_INF, dtype=dtype, device=device)
     beam_log_prob[:, 0] = 0.0
-    beam_steps = torch.zeros(batch * k, max_len + 1, device=device)  # token log-probs
+    beam_steps = torch.zeros(batch * k, max_len + 1, dtype=dtype, device=device)  # token log-probs
     banned_base: Tensor | None = None
     banned = torch.empty(0)
     done = torch.zeros(batch, dtype=torch.bool, device=device)  # per live example

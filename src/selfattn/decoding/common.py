@@ -101,6 +101,12 @@ def check_max_len(model: Seq2SeqTransformer, max_len: int, min_len: int = 0) -> 
         raise ValueError(f"min_len must be in 0…max_len ({max_len}), got {min_len}")
 
 
+def score_dtype(encoded: EncodedSource) -> torch.dtype:
+    """The dtype decoding keeps log-probabilities and beam scores in: the model's when it
+    is float64 (its exact tests), else float32 (bf16 / fp16 sums would lose the ranking)."""
+    return torch.promote_types(encoded.memory.dtype, torch.float32)
+
+
 def check_interval(device: torch.device) -> int:
     """Steps between two looks at which rows (or beam search's examples) have ended.
 

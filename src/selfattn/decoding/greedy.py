@@ -24,6 +24,7 @@ from selfattn.decoding.common import (
     check_max_len,
     constrain,
     rows_to_lists,
+    score_dtype,
 )
 from selfattn.decoding.incremental import IncrementalDecoder
 from selfattn.models.seq2seq import EOS_ID, PAD_ID, EncodedSource, Seq2SeqTransformer
@@ -65,7 +66,7 @@ def autoregressive(
     )
     # Per example (filled as rows are dropped and at the end), then per decoder row.
     ids = torch.full((batch, max_len + 1), PAD_ID, dtype=torch.long, device=device)
-    step_log_probs = torch.zeros(batch, max_len + 1, device=device)
+    step_log_probs = torch.zeros(batch, max_len + 1, dtype=score_dtype(encoded), device=device)
     row_ids, row_log_probs = ids.clone(), step_log_probs.clone()
     ended = torch.zeros(batch, dtype=torch.bool, device=device)
     live = torch.arange(batch, device=device)  # the example behind each decoder row

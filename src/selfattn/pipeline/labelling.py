@@ -48,6 +48,7 @@ from selfattn.data.recipes.images import image_shape
 from selfattn.data.recipes.stories import END as STORY_END
 from selfattn.data.specials import IGNORE_INDEX, NO_LABEL
 from selfattn.data.types import DataError, TaskType
+from selfattn.models.act import ponder_penalty
 from selfattn.pipeline.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
 from selfattn.pipeline.pretrained_text import PretrainedText, refuse_freeze
 from selfattn.pipeline.task import (
@@ -225,7 +226,8 @@ class LabelTask(Task):
         inner = getattr(model, "module", model)  # under DistributedDataParallel
         if isinstance(inner, MemoryTaskModel):
             inner.start_step(step)
-        return compute_loss(model(batch), batch.labels, self.config.train.label_smoothing)
+        loss = compute_loss(model(batch), batch.labels, self.config.train.label_smoothing)
+        return loss + ponder_penalty(inner)  # adaptive depth's ponder cost (0 without)
 
     def evaluate(
         self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None
@@ -481,7 +483,8 @@ class RegressionTask(LabelTask):
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
         """:func:`regression_loss` of ``model(batch)``."""
         assert self.spec is not None
-        return regression_loss(model(batch), batch.labels, self.spec.target_std)
+        loss = regression_loss(model(batch), batch.labels, self.spec.target_std)
+        return loss + ponder_penalty(getattr(model, "module", model))
 
     def evaluate(
         self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from selfattn.data.specials import IGNORE_INDEX
+from selfattn.models.act import PonderMeter
 
 
 def compute_loss(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0) -> Tensor:
@@ -52,9 +53,11 @@ def evaluate_regression(
     was_training = model.training
     model.eval()
     squared, absolute, count = 0.0, 0.0, 0
+    ponder = PonderMeter(model)
     for batch in batches:
         batch = batch.to(device)
         error = model(batch).float() - batch.labels.float()  # (B,)
+        ponder.add()
         squared += float((error**2).sum())
         absolute += float(error.abs().sum())
         count += error.numel()
@@ -65,6 +68,7 @@ def evaluate_regression(
         "rmse": mse**0.5,
         "mae": absolute / max(count, 1),
         "count": float(count),
+        **ponder.metrics(),
     }
 
 
@@ -78,7 +82,9 @@ def evaluate(
     For a token task both are over real (labelled) positions: token accuracy.
 
     Returns:
-        ``{"loss": mean cross-entropy, "accuracy": fraction correct, "count": labels}``.
+        ``{"loss": mean cross-entropy, "accuracy": fraction correct, "count": labels}``;
+        a model with adaptive depth adds ``"ponder_steps"`` and ``"ponder_cost"``, the
+        mean steps N and N + R per real position (:class:`~selfattn.models.act.PonderMeter`).
     """
     if getattr(getattr(model, "spec", None), "task", None) == "regression":
         return evaluate_regression(model, batches, device=device)
@@ -87,9 +93,11 @@ def evaluate(
     was_training = model.training
     model.eval()
     loss_sum, correct, count = 0.0, 0, 0
+    ponder = PonderMeter(model)
     for batch in batches:
         batch = batch.to(device)
         logits = model(batch).float()
+        ponder.add()
         labels = batch.labels
         real = labels != IGNORE_INDEX
         loss_sum += float(
@@ -107,4 +115,5 @@ def evaluate(
         "loss": loss_sum / max(count, 1),
         "accuracy": correct / max(count, 1),
         "count": float(count),
+        **ponder.metrics(),
     }

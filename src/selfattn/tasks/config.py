@@ -30,6 +30,7 @@ Architecture = Literal[
     "lstm",
 ]
 MemoryTying = Literal["adjacent", "layerwise"]
+Halting = Literal["none", "act"]
 Pooling = Literal["mean", "first", "attention", "cls"]
 
 # Fields every architecture reads (what an input or task does not read is checked at build).
@@ -60,6 +61,8 @@ _ATTENTION = frozenset(
         "normalizer",
         "include_self",
         "share_weights",
+        "halting",
+        "ponder_weight",
     }
 )
 #: The fields each architecture reads besides those every one reads. A field outside
@@ -198,6 +201,17 @@ class ModelConfig:
         memory_noise: ``memn2n``: in training, put an empty memory before each fact with
             this probability (random noise, §4.2: 0.1 in the paper), so the learned
             per-age vectors do not overfit; 0: none.
+        halting: ``"act"``: adaptive depth, the Universal Transformer with Adaptive
+            Computation Time (Graves 2016; Dehghani et al. 2019 §2.2;
+            :mod:`selfattn.models.act`): with ``share_weights``, each position runs the
+            shared block until its sigmoid halting probabilities sum to 0.99, at most
+            ``num_layers`` steps, and its output is the halting-weighted mean of its states;
+            a sinusoidal step signal is added with the positions at every step.
+            ``transformer`` and ``conformer`` sequence, token and regression tasks.
+            ``"none"``: a fixed depth.
+        ponder_weight: with ``halting = "act"``, τ: the loss adds τ times the mean ponder
+            cost N + R over real positions (N steps used, R the remainder); larger values
+            halt sooner.
         ffn_dropout: dropout on the feed-forward hidden layer of ``transformer``,
             ``conformer``, ``graph`` and seq2seq blocks; ``None`` (``"none"`` in TOML):
             ``dropout``. ``0`` with ``head_dropout = 0`` is BERT's placement (Devlin et al.
@@ -244,6 +258,8 @@ class ModelConfig:
     memory_tying: MemoryTying = "adjacent"
     linear_start_steps: int = 0
     memory_noise: float = 0.0
+    halting: Halting = "none"
+    ponder_weight: float = 0.01
     ffn_dropout: float | None = None
     head_dropout: float | None = None
     dropout_masks: DropoutMasks = "bernoulli"
@@ -313,11 +329,28 @@ class ModelConfig:
                 f"model.num_heads ({self.num_heads})"
             )
         self._check_image_options()
+        self._check_halting()
         self._check_scoring()
         if self.pretrained is not None and not str(self.pretrained).strip():
             raise ValueError("model.pretrained must name a checkpoint or a folder, or be none")
         if not self.char_features and self.char_dim != DEFAULTS["char_dim"]:
             raise ValueError(f"model.char_dim = {self.char_dim} needs model.char_features = true")
+
+    def _check_halting(self) -> None:
+        if self.halting not in ("none", "act"):
+            raise ValueError(f"model.halting: unknown halting {self.halting!r}; choose none or act")
+        if self.halting == "act" and not self.share_weights:
+            raise ValueError(
+                'model.halting = "act" needs model.share_weights = true: adaptive depth runs '
+                "one shared block up to num_layers times"
+            )
+        if self.ponder_weight < 0:
+            raise ValueError(f"model.ponder_weight must be >= 0, got {self.ponder_weight}")
+        if self.halting == "none" and self.ponder_weight != DEFAULTS["ponder_weight"]:
+            raise ValueError(
+                f"model.ponder_weight = {self.ponder_weight} weighs the ponder cost of "
+                'model.halting = "act"; without it leave it at its default'
+            )
 
     def _check_scoring(self) -> None:
         if self.score not in SCORES:

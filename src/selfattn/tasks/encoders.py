@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from selfattn.models.act import AdaptiveDepth
 from selfattn.models.config import StackConfig
 from selfattn.models.conformer import Conformer
 from selfattn.models.encoder import BlockStack, Encoder
@@ -90,19 +91,31 @@ class AttentionSequenceEncoder(SequenceEncoder):
 
     Args:
         config: the stack's whole configuration.
+        halting: ``"act"``: the shared-weight stack runs with adaptive depth
+            (:class:`~selfattn.models.act.AdaptiveDepth`, ``model.halting``).
+        ponder_weight: with ``"act"``, the ponder cost's weight in the loss.
     """
 
     #: The stack it wraps.
     stack_type: ClassVar[type[BlockStack]]
 
-    def __init__(self, config: StackConfig) -> None:
+    def __init__(
+        self, config: StackConfig, *, halting: str = "none", ponder_weight: float = 0.01
+    ) -> None:
         super().__init__()
         self.output_dim = config.embed_dim
-        self.encoder = self.stack_type(config)
+        stack = self.stack_type(config)
+        self.encoder: BlockStack | AdaptiveDepth = (
+            AdaptiveDepth(stack, ponder_weight=ponder_weight) if halting == "act" else stack
+        )
 
     @classmethod
     def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
-        return cls(stack_config(config, max_len=max_len))
+        return cls(
+            stack_config(config, max_len=max_len),
+            halting=config.halting,
+            ponder_weight=config.ponder_weight,
+        )
 
     def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
         return self.encoder(x, key_padding_mask=key_padding_mask).last_hidden_state

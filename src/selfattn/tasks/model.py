@@ -210,6 +210,9 @@ def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
             ("char_features", "word_dropout", "patch_size", "grid_positional"),
             "a seq2seq model reads its source through one embedding",
         )
+        unused |= dict.fromkeys(
+            ("halting", "ponder_weight"), "a seq2seq model's stacks run a fixed depth"
+        )
     for name, reason in unused.items():
         value, default = getattr(config, name), DEFAULTS[name]
         if value != default:
