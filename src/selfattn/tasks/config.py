@@ -222,7 +222,7 @@ class ModelConfig:
         dropout_masks: how every dropout layer and dense attention's weight dropout draw
             their masks (:mod:`selfattn.attention.dropout`): ``"bernoulli"``, PyTorch's
             ``F.dropout``, or ``"uniform"``, a threshold on ``torch.rand`` noise: the same
-            distribution, about a quarter of the CPU time, another random stream (a run
+            distribution, about half the masks' CPU time, another random stream (a run
             does not repeat one trained with the other).
 
     Each architecture reads the fields of :data:`ARCHITECTURE_FIELDS` (and those every
