@@ -31,11 +31,22 @@ every step, so machine noise hits all), and the table gives the median tokens/s 
 non-padding tokens) of each and the ratios ours ÷ torch and ours ÷ HF (> 1: ours is
 faster). Rows timed while other processes used the CPU are marked ``noisy``.
 
+Dropout placement (``--placements``): ``default`` is ModelConfig's defaults, dropout 0.1 on
+the embeddings, the attention weights, each sub-layer's output, the feed-forward hidden
+layer and before the head (18 masks per step at 4 layers); ``bert`` is BERT's placement,
+``model.ffn_dropout = 0`` and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM
+draws); ``bert-uniform`` adds ``model.dropout_masks = "uniform"`` (masks thresholded from
+``torch.rand`` noise, :mod:`selfattn.attention.dropout`). torch's layers follow ours'
+placement (its ``dropout`` module is the feed-forward hidden one; the head is ours) with
+PyTorch's masks; HF is the same model in every row. ``--clock cpu`` times each step by
+this process's CPU time: at 1 thread on a busy machine the other processes barely count.
+
 Usage::
 
     python benchmarks/train_throughput.py          # d256 + d512, 32×128, 1 and 2 threads: ~15 min
     python benchmarks/train_throughput.py --quick  # d256, 8×64, 3 steps, 1 thread: ~10 s
     python benchmarks/train_throughput.py --sizes d256 --threads 1 --steps 10
+    python benchmarks/train_throughput.py --sizes d256 d512 --threads 1 --clock cpu
     python benchmarks/train_throughput.py --device cuda --dtype bfloat16 --steps 30 --warmup 3
 
 On CUDA (``--device cuda``) every side keeps float32 weights and AdamW state and runs its
@@ -53,6 +64,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +76,12 @@ from selfattn.tasks import ModelConfig, TaskModel, build_model
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
 SIDES = ("ours", "torch", "hf")
+#: Dropout placements of ours, as ModelConfig fields.
+PLACEMENTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "bert": {"ffn_dropout": 0.0, "head_dropout": 0.0},
+    "bert-uniform": {"ffn_dropout": 0.0, "head_dropout": 0.0, "dropout_masks": "uniform"},
+}
 
 
 @dataclass(frozen=True)
@@ -86,8 +104,11 @@ SIZES = {
 }
 
 
-def build_ours(size: Size, vocab: int, max_len: int, dropout: float) -> TaskModel:
-    """selfattn's token model: embedding → learned positions → post-LN Encoder → E → V."""
+def build_ours(
+    size: Size, vocab: int, max_len: int, dropout: float, placement: str = "default"
+) -> TaskModel:
+    """selfattn's token model: embedding → learned positions → post-LN Encoder → E → V,
+    with the dropout ``placement`` (a key of :data:`PLACEMENTS`)."""
     config = ModelConfig(
         embed_dim=size.embed_dim,
         num_heads=size.num_heads,
@@ -96,6 +117,7 @@ def build_ours(size: Size, vocab: int, max_len: int, dropout: float) -> TaskMode
         dropout=dropout,
         positional="learned",
         norm_first=False,
+        **PLACEMENTS[placement],
     )
     model = build_model(
         config,
@@ -130,7 +152,9 @@ class TorchTokenModel(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, size.num_layers, enable_nested_tensor=False)
         for theirs, block in zip(self.encoder.layers, encoder.layers, strict=True):
             load_block(theirs, block)
+            theirs.dropout.p = block.feedforward.dropout.p  # ours' placement
         self.head = copy.deepcopy(ours.head)
+        self.head.dropout = nn.Dropout(ours.head.dropout.p)  # torch's masks on this side
 
     def forward(self, batch: Batch) -> Tensor:
         mask = batch.key_padding_mask
@@ -236,11 +260,12 @@ def parameter_count(model: nn.Module) -> int:
 
 
 def measure(
-    args: argparse.Namespace, size: Size, batch: int, length: int
+    args: argparse.Namespace, size: Size, batch: int, length: int, placement: str = "default"
 ) -> dict[str, float | int]:
-    """Median tokens/s of each side at one size and shape, in the current thread count."""
+    """Median tokens/s of each side at one size, shape and dropout placement, in the
+    current thread count."""
     torch.manual_seed(0)
-    ours = build_ours(size, args.vocab, length, args.dropout)
+    ours = build_ours(size, args.vocab, length, args.dropout, placement)
     reference = TorchTokenModel(ours, size, args.dropout)
     hf = build_hf(size, args.vocab, length, args.dropout)
     runs: dict[str, Callable[[Batch], Tensor]] = {
@@ -277,13 +302,14 @@ def measure(
             steps[side](b)
     rates: dict[str, list[float]] = {side: [] for side in SIDES}
     busy_before, cpu_before, wall_before = machine_busy_seconds(), _own_cpu(), time.time()
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     for i, (b, n) in enumerate(zip(batches, tokens, strict=True)):
         for side in SIDES[i % 3 :] + SIDES[: i % 3]:  # rotate who goes first
             synchronize(args.device)
-            start = time.perf_counter()
+            start = clock()
             steps[side](b)
             synchronize(args.device)
-            rates[side].append(n / (time.perf_counter() - start))
+            rates[side].append(n / (clock() - start))
     wall = time.time() - wall_before
     foreign = (machine_busy_seconds() - busy_before - (_own_cpu() - cpu_before)) / max(wall, 1e-9)
     if args.device != "cpu":
@@ -329,10 +355,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="float32",
         help="autocast dtype of forward and loss (CUDA only: the CPU here has no bf16 units)",
     )
+    parser.add_argument(
+        "--placements",
+        nargs="+",
+        choices=list(PLACEMENTS),
+        default=list(PLACEMENTS),
+        help="ours' dropout placement: default (ModelConfig's), bert "
+        "(model.ffn_dropout = model.head_dropout = 0), bert-uniform (and "
+        'model.dropout_masks = "uniform")',
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="time a step by the wall clock, or by this process's CPU time (at 1 thread a "
+        "busy machine's other processes then count far less; at N threads it is the work "
+        "of all N, not the latency)",
+    )
     parser.add_argument("--quick", action="store_true", help="d256, 8x64, 3 steps, 1 thread")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device here")
+    if args.clock == "cpu" and args.device != "cpu":
+        parser.error("--clock cpu times CPU work: use it with --device cpu")
     if args.device == "cpu" and args.dtype != "float32":
         parser.error(f"--dtype {args.dtype} on the CPU: this benchmark runs float32 there")
     if args.quick:
@@ -348,12 +393,12 @@ def main(argv: list[str] | None = None) -> None:
         f"token models: V={args.vocab}, post-LN, relu, dropout {args.dropout}, "
         f"{args.dtype} on {args.device}, "
         f"forward+cross-entropy+backward+AdamW, median of {args.steps} steps after "
-        f"{args.warmup} warm-up; torch {torch.__version__}, transformers "
+        f"{args.warmup} warm-up ({args.clock} clock); torch {torch.__version__}, transformers "
         f"{transformers.__version__}"
     )
     header = (
-        f"{'size':>5} {'thr':>3} {'B x L':>9} {'ours tok/s':>11} {'torch tok/s':>12} "
-        f"{'HF tok/s':>9} {'ours/torch':>11} {'ours/HF':>8}  notes"
+        f"{'size':>5} {'placement':>12} {'thr':>3} {'B x L':>9} {'ours tok/s':>11} "
+        f"{'torch tok/s':>12} {'HF tok/s':>9} {'ours/torch':>11} {'ours/HF':>8}  notes"
     )
     print(header)
     print("-" * len(header))
@@ -363,24 +408,32 @@ def main(argv: list[str] | None = None) -> None:
             torch.set_num_threads(threads)
             for shape in args.shapes.split(","):
                 batch, length = (int(v) for v in shape.lower().split("x"))
-                row = measure(args, SIZES[name], batch, length)
-                counts[name] = row
-                notes = [f"max |ours - torch| logits = {row['difference']:.1e}"]
-                if row["foreign"] > FOREIGN_LOAD_NOTE:
-                    notes.append(f"noisy: other processes used {row['foreign']:.1f} cores")
-                ours, ref, hf = row["ours"], row["torch"], row["hf"]
-                print(
-                    f"{name:>5} {threads:>3} {batch:>4} x {length:<4}"
-                    f"{ours:>11.0f} {ref:>12.0f} {hf:>9.0f} {ours / ref:>11.2f} "
-                    f"{ours / hf:>8.2f}  " + "; ".join(notes),
-                    flush=True,
-                )
-    print("\nparameters (tied weights counted once)")
+                for placement in args.placements:
+                    row = measure(args, SIZES[name], batch, length, placement)
+                    counts[name] = row
+                    print_row(name, placement, threads, batch, length, row)
+    print("\nparameters (tied weights counted once; the placement changes none)")
     for name, row in counts.items():
         print(
             f"{name:>5} {SIZES[name]}: ours {row['ours_params']:,}, torch "
             f"{row['torch_params']:,}, HF BertForMaskedLM {row['hf_params']:,}"
         )
+
+
+def print_row(
+    name: str, placement: str, threads: int, batch: int, length: int, row: dict[str, float | int]
+) -> None:
+    """One line of the table."""
+    notes = [f"max |ours - torch| logits = {row['difference']:.1e}"]
+    if row["foreign"] > FOREIGN_LOAD_NOTE:
+        notes.append(f"noisy: other processes used {row['foreign']:.1f} cores")
+    ours, ref, hf = row["ours"], row["torch"], row["hf"]
+    print(
+        f"{name:>5} {placement:>12} {threads:>3} {batch:>4} x {length:<4}"
+        f"{ours:>11.0f} {ref:>12.0f} {hf:>9.0f} {ours / ref:>11.2f} "
+        f"{ours / hf:>8.2f}  " + "; ".join(notes),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

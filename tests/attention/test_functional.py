@@ -408,3 +408,21 @@ def test_padding_holding_nan_or_inf_changes_nothing(
         out = run(fill(q, value), *inputs[1:])[0].detach()
         real = ~pad[:, None, :, None].expand_as(out)
         torch.testing.assert_close(out[real], expected[0][real], rtol=1e-10, atol=1e-12)
+
+
+def test_masking_in_place_spares_a_custom_scores_saved_output() -> None:
+    """The eager path masks a product's scores in place; a custom score whose backward
+    reads its own output (exp) must still get its gradient, equal to masking a copy."""
+
+    def exp_score(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+        return torch.exp(q @ k.transpose(-2, -1) * scale)
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 5, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    for score in (exp_score, "scaled_dot"):
+        out, weights = attention(q, k, v, score=score, key_padding_mask=padding, need_weights=True)
+        out.sum().backward()
+        assert q.grad is not None and torch.isfinite(q.grad).all()
+        assert weights is not None and torch.all(weights[1, :, :, 3:] == 0)
+        q.grad = None

@@ -108,3 +108,33 @@ def test_train_throughput_runs_on_cuda_in_bf16(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert "bfloat16 on cuda" in out
     assert "ours/HF" in out
+
+
+def test_train_throughput_reports_both_placements(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("train_throughput")
+    bench.main(argv("--sizes tiny --shapes 2x16 --vocab 300 --steps 1 --warmup 0 --threads 1"))
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    table = [row for row in rows if row[:1] == ["tiny"] and row[1] in bench.PLACEMENTS]
+    assert [row[1] for row in table] == ["default", "bert", "bert-uniform"]
+
+
+def test_bert_placement_drops_what_bert_drops() -> None:
+    """BERT placement: no dropout on the feed-forward hidden layer or before the head, in
+    ours and in the torch twin; the rest keeps the rate."""
+    bench = load("train_throughput")
+    size = bench.SIZES["tiny"]
+    for placement, hidden in (("default", 0.1), ("bert", 0.0)):
+        ours = bench.build_ours(size, 50, 16, 0.1, placement)
+        twin = bench.TorchTokenModel(ours, size, 0.1)
+        blocks = ours.encoder.encoder.layers
+        assert {block.feedforward.dropout.p for block in blocks} == {hidden}
+        assert {layer.dropout.p for layer in twin.encoder.layers} == {hidden}
+        assert ours.head.dropout.p == twin.head.dropout.p == hidden
+        assert type(twin.head.dropout) is torch.nn.Dropout
+        assert {block.dropout1.p for block in blocks} == {0.1}
+        assert {block.self_attn.dropout for block in blocks} == {0.1}
+
+
+def test_train_throughput_cpu_clock() -> None:
+    bench = load("train_throughput")
+    assert bench.parse_args(argv("--clock cpu")).clock == "cpu"

@@ -82,6 +82,9 @@ CHANGES: dict[str, list[Case]] = {
     # Adaptive depth needs the shared block; ponder_weight only means something with it.
     "halting": [({"share_weights": True}, {"halting": "act"})],
     "ponder_weight": [({"share_weights": True, "halting": "act"}, {"ponder_weight": 0.1})],
+    "ffn_dropout": [({}, {"ffn_dropout": 0.0})],
+    "head_dropout": [({}, {"head_dropout": 0.0})],
+    "dropout_masks": [({}, {"dropout_masks": "uniform"})],
 }
 TEXT_FIELDS = {"char_features", "char_dim", "word_dropout"}
 IMAGE_FIELDS = {"patch_size", "grid_positional"}

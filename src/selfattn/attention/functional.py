@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from selfattn.attention.dropout import DropoutMasks, uniform_dropout
 from selfattn.attention.masks import structural_mask
 from selfattn.attention.normalizers import NORMALIZERS, NormalizerFn, resolve_normalizer, softmax
 from selfattn.attention.scores import (
@@ -38,9 +39,13 @@ from selfattn.attention.scores import (
     AdditiveScore,
     ScoreFn,
     default_scale,
+    dot_score,
     resolve_score,
+    scaled_dot_score,
 )
 
+#: Scores that are one matrix product of (scaled) q and k.
+_PRODUCT_SCORES = (dot_score, scaled_dot_score)
 #: Elements of one block's score matrix (B·H·chunk·S·extra); 2^24 fp32 values = 64 MiB.
 CHUNK_BUDGET = 1 << 24
 #: Blocks are recomputed in the backward pass only when keeping every block's activations
@@ -65,6 +70,7 @@ def attention(
     dropout: float = 0.0,
     scale: float | None = None,
     chunk_size: int | None = None,
+    dropout_masks: DropoutMasks = "bernoulli",
 ) -> tuple[Tensor, Tensor | None]:
     """Self- or cross-attention over batched, multi-head tensors.
 
@@ -90,6 +96,10 @@ def attention(
         scale: factor on ``q·k`` for ``scaled_dot`` (default 1/√D).
         chunk_size: queries per block on the eager path (default: sized to
             :data:`CHUNK_BUDGET`).
+        dropout_masks: how the dropout on the weights draws its masks
+            (:mod:`selfattn.attention.dropout`): ``"bernoulli"``, PyTorch's, or
+            ``"uniform"``, cheaper on CPU, which takes the eager path (PyTorch's fused
+            kernels draw their own masks).
 
     Returns:
         ``(output, weights)``: output ``(B, H, T, Dv)``; weights ``(B, H, T, S)`` when
@@ -105,7 +115,9 @@ def attention(
     # PyTorch's CPU kernels have no fused dropout: SDPA with dropout_p > 0 falls back to
     # the math path, which holds B·H·T·S weights (6.9 GB for one 4k-token training batch
     # of 4 in lra-text). The chunked path applies the same dropout block by block.
-    dropout_unfused = dropout > 0.0 and q.device.type == "cpu" and _is_long(q, k)
+    dropout_unfused = dropout > 0.0 and (
+        dropout_masks == "uniform" or (q.device.type == "cpu" and _is_long(q, k))
+    )
     if _is_fusable(score, normalizer) and not need_weights and not dropout_unfused:
         out = _fused(q, k, v, allowed_user, bias, causal, window, include_self, dropout, scale)
         return out, None
@@ -124,6 +136,7 @@ def attention(
         dropout=dropout,
         scale=scale,
         chunk_size=chunk_size or _auto_chunk(q, k, score),
+        dropout_masks=dropout_masks,
     )
 
 
@@ -270,16 +283,21 @@ def _attend_block(
     normalizer: NormalizerFn,
     scale: float,
     dropout: float,
+    dropout_masks: DropoutMasks = "bernoulli",
 ) -> tuple[Tensor, Tensor]:
     """The lecture's formula for one block of queries: returns (output, weights)."""
     scores = score(q, k, scale)  # (B, H, c, S)
+    # A product's fresh output, which nothing saved for backward, may be masked in place
+    # (one score-sized copy fewer); another score's output may be what its backward reads.
+    owned = score in _PRODUCT_SCORES
     if bias is not None:
-        scores = scores + bias
+        scores, owned = scores + bias, True
         finite = ~torch.isneginf(bias)
         allowed = finite if allowed is None else allowed & finite
     refill = False
     if allowed is not None:
-        scores = scores.masked_fill(~allowed, -math.inf)
+        masked = scores.masked_fill_ if owned else scores.masked_fill
+        scores = masked(~allowed, -math.inf)
         has_key = allowed.any(dim=-1, keepdim=True)  # usually (B, 1, 1, 1): cheap to check
         # softmax sends -inf to exactly 0; another normaliser, or a row with no key at all
         # (softmax(-inf, …) = NaN), needs its masked weights zeroed after normalising.
@@ -297,7 +315,12 @@ def _attend_block(
     if refill:
         assert allowed is not None
         weights = weights.masked_fill(~allowed, 0.0)
-    dropped = F.dropout(weights, p=dropout) if dropout > 0 else weights
+    if dropout == 0.0:
+        dropped = weights
+    elif dropout_masks == "uniform":
+        dropped = uniform_dropout(weights, dropout)
+    else:
+        dropped = F.dropout(weights, p=dropout)
     return dropped @ v, weights
 
 
@@ -317,13 +340,19 @@ def _chunked(
     dropout: float,
     scale: float,
     chunk_size: int,
+    dropout_masks: DropoutMasks = "bernoulli",
 ) -> tuple[Tensor, Tensor | None]:
     heads, num_queries, num_keys = q.shape[1], q.shape[2], k.shape[2]
     if k.shape[1] != heads:  # grouped-query: each key/value head serves H / Hk query heads
         k = k.repeat_interleave(heads // k.shape[1], dim=1)
         v = v.repeat_interleave(heads // v.shape[1], dim=1)
     block = functools.partial(
-        _attend_block, score=score, normalizer=normalizer, scale=scale, dropout=dropout
+        _attend_block,
+        score=score,
+        normalizer=normalizer,
+        scale=scale,
+        dropout=dropout,
+        dropout_masks=dropout_masks,
     )
     saved_elements = q.shape[0] * heads * num_queries * num_keys
     if isinstance(score, AdditiveScore):

@@ -43,8 +43,8 @@ class BlockConfig:
         num_heads: H (E must be divisible by H).
         ffn_dim: hidden size of the feed-forward network(s).
         dropout: on each sub-layer's output before the residual addition, inside the
-            feed-forward network, and on the attention weights unless
-            ``attention_dropout`` says otherwise.
+            feed-forward network and on the attention weights unless ``ffn_dropout`` and
+            ``attention_dropout`` say otherwise.
         attention_dropout: dropout on the attention weights alone (``None``: ``dropout``).
             On CPU, PyTorch has no fused attention dropout: any value > 0 leaves the fused
             kernel for a slower path, so ``0`` with ``dropout`` elsewhere is the fast choice.
@@ -67,6 +67,8 @@ class BlockConfig:
         attention_options: the variant's options, e.g. ``{"window": 64}``.
         conv_kernel_size: K of the Conformer's depthwise convolution (Conformer only).
         conv_norm: ``"batch"`` or ``"layer"`` after that convolution (Conformer only).
+        ffn_dropout: dropout on the feed-forward hidden layer alone (``None``: ``dropout``;
+            ``0``: none there, BERT's placement).
     """
 
     embed_dim: int
@@ -87,6 +89,7 @@ class BlockConfig:
     attention_options: Mapping[str, Any] = field(default_factory=dict, hash=False)
     conv_kernel_size: int = 31
     conv_norm: ConvNormName = "batch"
+    ffn_dropout: float | None = None
 
     def __post_init__(self) -> None:
         # A private copy: the caller's dict may change later, a frozen config may not.
@@ -124,6 +127,8 @@ class BlockConfig:
             raise ValueError(
                 f"attention_dropout must be in [0, 1) or None, got {self.attention_dropout}"
             )
+        if self.ffn_dropout is not None and not 0.0 <= self.ffn_dropout < 1.0:
+            raise ValueError(f"ffn_dropout must be in [0, 1) or None, got {self.ffn_dropout}")
         if self.layer_norm_eps <= 0:
             raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
 
@@ -168,6 +173,11 @@ class BlockConfig:
     def weight_dropout(self) -> float:
         """The dropout on attention weights: ``attention_dropout``, else ``dropout``."""
         return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+    @property
+    def hidden_dropout(self) -> float:
+        """The dropout on the feed-forward hidden layer: ``ffn_dropout``, else ``dropout``."""
+        return self.dropout if self.ffn_dropout is None else self.ffn_dropout
 
     def kernel_options(self) -> dict[str, Any]:
         """The options a stack builds ``attention``'s kernel with: ``attention_options``,

@@ -53,9 +53,11 @@ class ConformerFeedForward(nn.Module):
     Args:
         embed_dim: E.
         ffn_dim: hidden size F (the paper: 4E).
-        dropout: after the activation and on the output.
+        dropout: on the output, and after the activation unless ``hidden_dropout`` says
+            otherwise.
         layer_norm_eps: ε of the layer norm.
         bias: biases in the linear layers and the layer norm.
+        hidden_dropout: after the activation alone (``None``: ``dropout``).
     """
 
     def __init__(
@@ -66,16 +68,18 @@ class ConformerFeedForward(nn.Module):
         layer_norm_eps: float = 1e-5,
         *,
         bias: bool = True,
+        hidden_dropout: float | None = None,
     ) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)
         self.in_proj = nn.Linear(embed_dim, ffn_dim, bias=bias)
         self.out_proj = nn.Linear(ffn_dim, embed_dim, bias=bias)
+        self.hidden_dropout = nn.Dropout(dropout if hidden_dropout is None else hidden_dropout)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         """Args: x ``(B, L, E)``. Returns ``(B, L, E)``."""
-        hidden = self.dropout(F.silu(self.in_proj(self.norm(x))))  # Swish (β = 1) is SiLU
+        hidden = self.hidden_dropout(F.silu(self.in_proj(self.norm(x))))  # Swish (β = 1): SiLU
         return self.dropout(self.out_proj(hidden))
 
 
@@ -183,7 +187,8 @@ class ConformerBlock(nn.Module):
     """One Conformer block: ½FFN, self-attention, convolution, ½FFN, LayerNorm.
 
     Reads from ``config``: the sizes, ``dropout`` (every module's output, inside the
-    feed-forward modules, and the attention weights unless ``attention_dropout``), the
+    feed-forward modules unless ``ffn_dropout``, and the attention weights unless
+    ``attention_dropout``), the
     attention's score, normaliser, heads and ``include_self``, ``conv_kernel_size``,
     ``conv_norm``, ``layer_norm_eps`` and ``bias``. Its feed-forward modules are always
     Swish and every module is pre-normalised: ``activation`` and ``norm_first`` are the
@@ -207,7 +212,12 @@ class ConformerBlock(nn.Module):
         self.config = config
         embed_dim, ffn_dim, eps = config.embed_dim, config.ffn_dim, config.layer_norm_eps
         self.feedforward1 = ConformerFeedForward(
-            embed_dim, ffn_dim, config.dropout, eps, bias=config.bias
+            embed_dim,
+            ffn_dim,
+            config.dropout,
+            eps,
+            bias=config.bias,
+            hidden_dropout=config.hidden_dropout,
         )
         self.attention_norm = nn.LayerNorm(embed_dim, eps=eps, bias=config.bias)
         self.self_attn = self_attention(config, positional=positional, kernel=kernel)
@@ -221,7 +231,12 @@ class ConformerBlock(nn.Module):
             bias=config.bias,
         )
         self.feedforward2 = ConformerFeedForward(
-            embed_dim, ffn_dim, config.dropout, eps, bias=config.bias
+            embed_dim,
+            ffn_dim,
+            config.dropout,
+            eps,
+            bias=config.bias,
+            hidden_dropout=config.hidden_dropout,
         )
         self.final_norm = nn.LayerNorm(embed_dim, eps=eps, bias=config.bias)
 

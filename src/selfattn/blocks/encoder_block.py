@@ -157,7 +157,7 @@ def feed_forward(config: BlockConfig) -> FeedForward:
         config.embed_dim,
         config.ffn_dim,
         config.activation,
-        dropout=config.dropout,
+        dropout=config.hidden_dropout,
         bias=config.bias,
     )
 

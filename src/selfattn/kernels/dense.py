@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from selfattn.attention.dropout import DROPOUT_MASKS, DropoutMasks
 from selfattn.attention.functional import attention
 from selfattn.kernels.base import AttentionKernel, AttentionRequest, register_kernel
 
@@ -22,6 +23,8 @@ class DenseKernel(AttentionKernel):
 
     Args:
         dropout: dropout probability on the attention weights, in training only.
+        dropout_masks: how that dropout draws its masks, ``"bernoulli"`` (PyTorch's) or
+            ``"uniform"`` (:mod:`selfattn.attention.dropout`).
     """
 
     name = "dense"
@@ -36,14 +39,22 @@ class DenseKernel(AttentionKernel):
     supports_cross = True
     supports_gqa = True
 
-    def __init__(self, dropout: float = 0.0) -> None:
+    def __init__(self, dropout: float = 0.0, dropout_masks: DropoutMasks = "bernoulli") -> None:
         super().__init__()
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if dropout_masks not in DROPOUT_MASKS:
+            raise ValueError(
+                f"dropout_masks must be one of {', '.join(DROPOUT_MASKS)}, got {dropout_masks!r}"
+            )
         self.dropout = dropout
+        self.dropout_masks: DropoutMasks = dropout_masks
 
     def extra_repr(self) -> str:
-        return f"dropout={self.dropout}"
+        masks = (
+            "" if self.dropout_masks == "bernoulli" else f", dropout_masks={self.dropout_masks!r}"
+        )
+        return f"dropout={self.dropout}{masks}"
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, request: AttentionRequest
@@ -61,4 +72,5 @@ class DenseKernel(AttentionKernel):
             include_self=request.include_self,
             need_weights=request.need_weights,
             dropout=self.dropout if self.training else 0.0,
+            dropout_masks=self.dropout_masks,
         )

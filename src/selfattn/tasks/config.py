@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from selfattn.attention.dropout import DROPOUT_MASKS, DropoutMasks
 from selfattn.attention.normalizers import NORMALIZERS
 from selfattn.attention.scores import SCORES
 from selfattn.blocks.config import kernel_takes_dropout
@@ -50,6 +51,8 @@ _EVERY_ARCHITECTURE = frozenset(
         "word_dropout",
         "patch_size",
         "grid_positional",
+        "head_dropout",
+        "dropout_masks",
     }
 )
 _ATTENTION = frozenset(
@@ -71,10 +74,10 @@ _EXITS = frozenset({"exit_heads", "exit_loss_weights"})
 #: The fields each architecture reads besides those every one reads. A field outside
 #: its set, at a value other than its default, is refused (no option silently ignored).
 ARCHITECTURE_FIELDS: dict[str, frozenset[str]] = {
-    "transformer": _ATTENTION | {"positional", "norm_first", "pretrained"} | _EXITS,
+    "transformer": _ATTENTION | {"positional", "norm_first", "pretrained", "ffn_dropout"} | _EXITS,
     # Every Conformer module is pre-normalised: norm_first = true is all it can be.
-    "conformer": _ATTENTION | {"positional", "window_k"} | _EXITS,
-    "graph": frozenset({"num_heads", "norm_first", "include_self", "share_weights"}),
+    "conformer": _ATTENTION | {"positional", "window_k", "ffn_dropout"} | _EXITS,
+    "graph": frozenset({"num_heads", "norm_first", "include_self", "share_weights", "ffn_dropout"}),
     "fc": frozenset(),
     "fc_window": frozenset({"window_k"}),
     "bigru": frozenset(),
@@ -147,7 +150,8 @@ class ModelConfig:
         ffn_dim: the transformer's feed-forward width; the baselines' hidden width (and
             output size); the LSTM's and the neural Turing machine's controller's size;
             the ``rnn`` decoder's state size (each encoder direction has half; even).
-        dropout: dropout everywhere a layer has some.
+        dropout: dropout everywhere a layer has some (unless ``attention_dropout``,
+            ``ffn_dropout`` or ``head_dropout`` says otherwise there).
         positional: positional encoding of the transformer and the Conformer, a key of
             :data:`selfattn.positional.POSITIONAL`, or ``None`` (``"none"`` in TOML; what
             every other architecture has).
@@ -237,6 +241,18 @@ class ModelConfig:
         ponder_weight: with ``halting = "act"``, τ: the loss adds τ times the mean ponder
             cost N + R over real positions (N steps used, R the remainder); larger values
             halt sooner.
+        ffn_dropout: dropout on the feed-forward hidden layer of ``transformer``,
+            ``conformer``, ``graph`` and seq2seq blocks; ``None`` (``"none"`` in TOML):
+            ``dropout``. ``0`` with ``head_dropout = 0`` is BERT's placement (Devlin et al.
+            2019: dropout on embeddings, attention weights and sub-layer outputs only),
+            which trains faster (fewer random masks per step).
+        head_dropout: dropout on the encoder's output before the task head (after pooling,
+            for a sequence task); ``None`` (``"none"`` in TOML): ``dropout``.
+        dropout_masks: how every dropout layer and dense attention's weight dropout draw
+            their masks (:mod:`selfattn.attention.dropout`): ``"bernoulli"``, PyTorch's
+            ``F.dropout``, or ``"uniform"``, a threshold on ``torch.rand`` noise: the same
+            distribution, about half the masks' CPU time, another random stream (a run
+            does not repeat one trained with the other).
 
     Each architecture reads the fields of :data:`ARCHITECTURE_FIELDS` (and those every
     one reads); the builders refuse another field set to anything but its default, in one
@@ -277,6 +293,9 @@ class ModelConfig:
     memory_noise: float = 0.0
     halting: Halting = "none"
     ponder_weight: float = 0.01
+    ffn_dropout: float | None = None
+    head_dropout: float | None = None
+    dropout_masks: DropoutMasks = "bernoulli"
 
     def __post_init__(self) -> None:
         for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
@@ -310,6 +329,15 @@ class ModelConfig:
         if self.attention_dropout is not None and not 0.0 <= self.attention_dropout < 1.0:
             raise ValueError(
                 f"model.attention_dropout must be in [0, 1) or none, got {self.attention_dropout}"
+            )
+        for name in ("ffn_dropout", "head_dropout"):
+            rate = getattr(self, name)
+            if rate is not None and not 0.0 <= rate < 1.0:
+                raise ValueError(f"model.{name} must be in [0, 1) or none, got {rate}")
+        if self.dropout_masks not in DROPOUT_MASKS:
+            raise ValueError(
+                f"model.dropout_masks: unknown kind {self.dropout_masks!r}; choose "
+                f"{' or '.join(DROPOUT_MASKS)}"
             )
         if not 0.0 <= self.word_dropout < 1.0:
             raise ValueError(f"model.word_dropout must be in [0, 1), got {self.word_dropout}")
@@ -451,6 +479,11 @@ class ModelConfig:
         if "positional" in unread:
             unread["positional"] = None
         return replace(self, **{**unread, "architecture": architecture})
+
+    @property
+    def head_rate(self) -> float:
+        """The dropout before the task head: ``head_dropout``, else ``dropout``."""
+        return self.dropout if self.head_dropout is None else self.head_dropout
 
     def attention_options(self) -> dict[str, int]:
         """The keyword options of the attention kernel this config names."""

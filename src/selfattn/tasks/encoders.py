@@ -70,6 +70,7 @@ def stack_config(config: ModelConfig, *, max_len: int = 512) -> StackConfig:
         config.ffn_dim,
         dropout=config.dropout,
         attention_dropout=config.attention_dropout,
+        ffn_dropout=config.ffn_dropout,
         norm_first=config.norm_first,
         score=config.score,
         normalizer=config.normalizer,

@@ -18,6 +18,7 @@ from selfattn.data.types import Batch, TaskType
 from selfattn.kernels.linformer import LinformerKernel
 from selfattn.positional.learned import LearnedPositional
 from selfattn.tasks.config import BITS_ARCHITECTURES, DEFAULTS, ModelConfig, toml_value
+from selfattn.tasks.dropout_masks import use_dropout_masks
 from selfattn.tasks.embedding import InputEmbedding
 from selfattn.tasks.encoders import (
     AttentionSequenceEncoder,
@@ -213,6 +214,7 @@ def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
         )
     if task == "seq2seq":
         unused["pretrained"] = "a seq2seq model is trained from scratch here"
+        unused["head_dropout"] = "a seq2seq model has no dropout before its output layer"
         unused |= dict.fromkeys(
             ("char_features", "word_dropout", "patch_size", "grid_positional"),
             "a seq2seq model reads its source through one embedding",
@@ -341,16 +343,16 @@ def build_model(
         encoder = build_encoder(config, max_len=encoder_len, edge_dim=edge_dim)
     head: TokenClassifier | SequenceClassifier | SequenceRegressor
     if task == "token":
-        head = TokenClassifier(encoder.output_dim, num_labels, dropout=config.dropout)
+        head = TokenClassifier(encoder.output_dim, num_labels, dropout=config.head_rate)
     elif task == "sequence":
         head = SequenceClassifier(
-            encoder.output_dim, num_labels, pooling=config.pooling, dropout=config.dropout
+            encoder.output_dim, num_labels, pooling=config.pooling, dropout=config.head_rate
         )
     elif task == "regression":
         head = SequenceRegressor(
             encoder.output_dim,
             pooling=config.pooling,
-            dropout=config.dropout,
+            dropout=config.head_rate,
             target_mean=target_mean,
             target_std=target_std,
         )
@@ -362,8 +364,13 @@ def build_model(
 
         assert isinstance(encoder, AttentionSequenceEncoder)  # check_fields: an attention stack
         assert not isinstance(head, SequenceRegressor)  # check_fields: classes to be sure of
-        return build_exit_model(config, embedding, encoder, head, spec=spec, cls_token=cls_token)
-    return TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
+        model: TaskModel = build_exit_model(
+            config, embedding, encoder, head, spec=spec, cls_token=cls_token
+        )
+    else:
+        model = TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
+    use_dropout_masks(model, config.dropout_masks)
+    return model
 
 
 def _memory_model(

@@ -9,7 +9,9 @@ ones, ``[CLS]`` for ``first`` or ``cls``, or learned-query ``attention``).
 
 The checkpoint fixes the architecture: a field of ``[model]`` that would change it is
 refused in one line unless it equals the checkpoint's value (:func:`check_pretrained_fields`).
-``model.dropout`` and ``model.attention_dropout`` are fine-tuning choices and apply.
+``model.dropout``, ``model.attention_dropout`` and ``model.head_dropout`` are fine-tuning
+choices and apply; BERT has no feed-forward hidden dropout (``model.ffn_dropout`` may only
+say 0).
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ _BERT_VALUES: dict[str, Any] = {
     "architecture": "transformer",
     "positional": "learned",
     "norm_first": False,
+    "ffn_dropout": 0.0,
 }
 #: Fields a fine-tuned model reads whatever their value.
-_FINE_TUNING = frozenset({"pretrained", "dropout", "attention_dropout", "pooling"})
+_FINE_TUNING = frozenset({"pretrained", "dropout", "attention_dropout", "head_dropout", "pooling"})
 
 
 def check_pretrained_fields(config: ModelConfig, bert: BertConfig) -> None:
@@ -65,7 +68,8 @@ def check_pretrained_fields(config: ModelConfig, bert: BertConfig) -> None:
             continue
         raise ValueError(
             f"model.{name} = {toml_value(value)}: the checkpoint {config.pretrained!r} fixes "
-            f"its architecture (BERT: post-LN, learned positions, dense softmax attention); "
+            f"its architecture (BERT: post-LN, learned positions, dense softmax attention, "
+            f"no feed-forward hidden dropout); "
             f"leave it at its default ({toml_value(default)})"
         )
 
@@ -208,15 +212,16 @@ def build_pretrained_model(
     size = bert_config.hidden_size
     head: TokenClassifier | SequenceClassifier | SequenceRegressor
     pooling = "first" if config.pooling == "cls" else config.pooling  # [CLS] is position 0
+    head_dropout = config.head_rate
     if task == "token":
-        head = TokenClassifier(size, num_labels, dropout=dropout)
+        head = TokenClassifier(size, num_labels, dropout=head_dropout)
     elif task == "sequence":
-        head = SequenceClassifier(size, num_labels, pooling=pooling, dropout=dropout)
+        head = SequenceClassifier(size, num_labels, pooling=pooling, dropout=head_dropout)
     elif task == "regression":
         head = SequenceRegressor(
             size,
             pooling=pooling,
-            dropout=dropout,
+            dropout=head_dropout,
             target_mean=target_mean,
             target_std=target_std,
         )

@@ -11,6 +11,7 @@ from dataclasses import replace
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.models.seq2seq import ENCODER_STACKS, Seq2SeqTransformer, decoder_like
 from selfattn.tasks.config import ModelConfig, toml_value
+from selfattn.tasks.dropout_masks import use_dropout_masks
 from selfattn.tasks.encoders import stack_config
 from selfattn.tasks.model import TaskSpec, check_fields
 from selfattn.tasks.seq2seq_config import Seq2SeqConfig
@@ -57,6 +58,7 @@ def build_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSp
         length_predictor=seq2seq.nat,
     )
     built.spec = spec
+    use_dropout_masks(built, model.dropout_masks)
     return built
 
 
