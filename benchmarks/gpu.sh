@@ -19,7 +19,7 @@ timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider \
     tests/train/test_amp.py tests/kernels/test_window.py tests/decoding/test_cuda.py \
     tests/tasks/test_cuda_dynamic.py tests/benchmarks_smoke/test_hf_references.py 2>&1 | tee "$out/pytest_gpu.txt" || status=1
 timeout 120 python3 benchmarks/train_throughput.py --device cuda --dtype bfloat16 \
-    --threads 1 --shapes 32x128,64x512 --steps 30 --warmup 3 2>&1 \
+    --threads 1 --shapes 32x128,64x512 --steps 30 --warmup 3 --placements default bert 2>&1 \
     | tee "$out/train_throughput_cuda.txt" || status=1
 timeout 120 python3 benchmarks/kv_cache.py --device cuda --dtype bfloat16 --threads 1 \
     --repeats 5 --batches 1 16 2>&1 | tee "$out/kv_cache_cuda.txt" || status=1

@@ -16,6 +16,8 @@ from selfattn.decoding import autoregressive, beam_search, greedy
 from selfattn.models.seq2seq import NUM_SPECIALS, EncodedSource, Seq2SeqTransformer
 
 from .conftest import OUTPUTS, VOCAB, tiny_model
+from .test_rnn import VARIANTS as RNN_VARIANTS
+from .test_rnn import rnn
 from .test_static_cache import _ending_early
 
 pytestmark = [
@@ -109,3 +111,29 @@ def test_greedy_in_bf16_on_cuda_runs_and_mostly_agrees_with_float32() -> None:
     assert [len(t) for t in half.tokens] == [len(t) for t in full.tokens]
     first = [a[0] == b[0] for a, b in zip(full.tokens, half.tokens, strict=True)]
     assert sum(first) >= 6  # bf16 rounding may flip a near tie, not most first choices
+
+
+@pytest.mark.parametrize("options", RNN_VARIANTS)
+def test_the_rnn_encoder_decoder_decodes_on_cuda_what_it_decodes_on_the_cpu(options) -> None:
+    """The recurrent state is the RNN's cache: on CUDA (cuDNN's packed GRU / LSTM) greedy
+    and beam search give the CPU's tokens and scores."""
+    cpu = rnn(**options)
+    gpu = copy.deepcopy(cpu).cuda()
+    torch.manual_seed(1)
+    source = torch.randint(NUM_SPECIALS, VOCAB, (4, 6))
+    padding = torch.zeros(4, 6, dtype=torch.bool)
+    padding[0, 3:] = True
+    source = source.masked_fill(padding, 0)
+    runs = []
+    with torch.no_grad():
+        for model, device in ((cpu, "cpu"), (gpu, "cuda")):
+            encoded = model.encode(source.to(device), padding.to(device))
+            runs.append(
+                (
+                    greedy(model, encoded, max_len=10),
+                    beam_search(model, encoded, beam_size=3, max_len=10),
+                )
+            )
+    for on_cpu, on_gpu in zip(*runs, strict=True):
+        assert on_gpu.tokens == on_cpu.tokens
+        torch.testing.assert_close(on_gpu.log_prob.cpu(), on_cpu.log_prob, atol=1e-9, rtol=0)
