@@ -261,3 +261,20 @@ def test_log_probabilities_keep_a_float64_models_precision(make_model, make_batc
     ):
         assert result.step_log_probs.dtype == dtype
         assert result.log_prob.dtype == dtype
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
+def test_a_float64_models_output_layer_computes_in_float64(make_model, make_batch, output) -> None:
+    """Log-probabilities were cast to float32 whatever the model: a float64 model's decodes
+    on the CPU and on CUDA then differed by one float32 rounding (seen on an H200)."""
+    model = make_model(output, "sinusoidal").double()
+    encoded, num_extended = make_batch(model, batch=2)
+    target = torch.full((2, 3), NUM_SPECIALS)
+    with torch.no_grad():
+        out = model.decode(target, encoded, num_extended=num_extended)
+    assert out.log_probs.dtype == torch.float64
+    low = make_model(output, "sinusoidal").to(torch.bfloat16)
+    encoded, num_extended = make_batch(low, batch=2)
+    with torch.no_grad():
+        out = low.decode(target, encoded, num_extended=num_extended)
+    assert out.log_probs.dtype == torch.float32  # bf16 logits are upcast

@@ -40,7 +40,12 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from selfattn.attention.match import RNN_SCORES as RNN_SCORES  # re-exported
 from selfattn.attention.match import MatchAttention
 from selfattn.data.specials import NUM_SPECIALS, PAD_ID, UNK_ID
-from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqAttentionMaps, Seq2SeqOutput
+from selfattn.models.seq2seq_outputs import (
+    EncodedSource,
+    Seq2SeqAttentionMaps,
+    Seq2SeqOutput,
+    score_precision,
+)
 
 RNNCell = Literal["gru", "lstm"]
 RNN_CELLS: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -308,10 +313,8 @@ class RNNSeq2Seq(nn.Module):
             cache.keys = state.keys
             cache.offset = offset + target_in.shape[1]
         logits = self.out_proj(self.dropout(attentional))
-        # At least float32 (bf16 / fp16 sums lose the ranking); a float64 model keeps float64.
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
         return Seq2SeqOutput(
-            F.log_softmax(logits, dim=-1),
+            F.log_softmax(score_precision(logits), dim=-1),
             cross_attentions=[weights.unsqueeze(1)] if need_weights else None,
         )
 

@@ -43,7 +43,12 @@ from selfattn.models.config import StackConfig
 from selfattn.models.conformer import Conformer
 from selfattn.models.decoder import Decoder
 from selfattn.models.encoder import BlockStack, Encoder
-from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqAttentionMaps, Seq2SeqOutput
+from selfattn.models.seq2seq_outputs import (
+    EncodedSource,
+    Seq2SeqAttentionMaps,
+    Seq2SeqOutput,
+    score_precision,
+)
 
 OutputKind = Literal["vocab", "pointer", "copy"]
 CrossLayers = Literal["last", "matching"]
@@ -330,13 +335,17 @@ class Seq2SeqTransformer(nn.Module):
     ) -> Seq2SeqOutput:
         """Log-probabilities from the decoder's last hidden states ``(B, T, E)``."""
         if self.output == "vocab":
-            return Seq2SeqOutput(F.log_softmax(self._vocab_logits(hidden, cache).float(), dim=-1))
+            return Seq2SeqOutput(
+                F.log_softmax(score_precision(self._vocab_logits(hidden, cache)), dim=-1)
+            )
         assert self.pointer is not None
-        scores = self.pointer(hidden, encoded.memory, encoded.padding).float()  # (B, T, S)
+        scores = score_precision(self.pointer(hidden, encoded.memory, encoded.padding))  # (B, T, S)
         if self.output == "pointer":
             assert self.eos_proj is not None
-            specials = hidden.new_full((*hidden.shape[:2], NUM_SPECIALS), float("-inf")).float()
-            specials[..., EOS_ID] = self.eos_proj(hidden).squeeze(-1).float()
+            specials = score_precision(
+                hidden.new_full((*hidden.shape[:2], NUM_SPECIALS), float("-inf"))
+            )
+            specials[..., EOS_ID] = self.eos_proj(hidden).squeeze(-1)
             log_probs = F.log_softmax(torch.cat([specials, scores], dim=-1), dim=-1)
             return Seq2SeqOutput(log_probs, pointer_attention=log_probs[..., NUM_SPECIALS:].exp())
         return self._copy_output(hidden, inputs, scores, encoded, num_extended, cache)
@@ -371,8 +380,8 @@ class Seq2SeqTransformer(nn.Module):
         assert encoded.copy_ids is not None
         attention = torch.softmax(scores, dim=-1)  # (B, T, S)
         context = attention.to(encoded.memory.dtype) @ encoded.memory  # (B, T, E)
-        p_gen = torch.sigmoid(self.gate(torch.cat([hidden, context, inputs], -1))).float()
-        vocab = torch.softmax(self._vocab_logits(hidden, cache).float(), dim=-1)  # (B, T, V)
+        p_gen = score_precision(torch.sigmoid(self.gate(torch.cat([hidden, context, inputs], -1))))
+        vocab = torch.softmax(score_precision(self._vocab_logits(hidden, cache)), dim=-1)
         batch, steps, _ = vocab.shape
         mixed = F.pad(vocab * p_gen, (0, num_extended))
         index = encoded.copy_ids.unsqueeze(1).expand(batch, steps, -1)

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import torch
 from torch import Tensor
+
+
+def score_precision(t: Tensor) -> Tensor:
+    """``t`` in at least float32, the precision output probabilities are computed in:
+    bf16 / fp16 logits are upcast (their sums would lose the ranking), a float64 model's
+    stay float64 (its exact tests, and CPU and GPU decodes that agree to float64)."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
 
 
 @dataclass
