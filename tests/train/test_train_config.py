@@ -115,7 +115,7 @@ def test_unknown_key_lists_the_valid_ones(tmp_path: Path) -> None:
         ("train.lr=fast", r"train\.lr: expected float, got 'fast'"),
         ("data.bpe_vocab_size=big", r"data\.bpe_vocab_size: expected int or none, got 'big'"),
         ("train.schedule=exponential", r"train\.schedule: expected one of 'linear', 'cosine'"),
-        ("model.architecture=rnn", r"model\.architecture: expected one of 'transformer'"),
+        ("model.architecture=hopfield", r"model\.architecture: expected one of 'transformer'"),
         ("model.positional=nope", r"model\.positional: unknown encoding 'nope'"),
         ("model.architecture=transformer;model.num_heads=3", r"divisible by model\.num_heads"),
         ("train.epochs=0", r"train\.epochs must be >= 1"),
