@@ -5,7 +5,6 @@ refusals, on a reversal task written as ``source<TAB>target`` lines."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -15,17 +14,7 @@ from selfattn.cli.main import main
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.pipeline import Predictor, Seq2SeqTask
 
-SYMBOLS = ["a", "b", "c", "d", "e", "f"]
-
-
-def _pairs(path: Path, count: int, seed: int) -> Path:
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(count):
-        source = [rng.choice(SYMBOLS) for _ in range(rng.randint(2, 5))]
-        lines.append(" ".join(source) + "\t" + " ".join(reversed(source)))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+from .test_cli_seq2seq import SYMBOLS, _pairs  # the reversal pairs of the Transformer test
 
 
 def _config(tmp_path: Path, run_dir: Path, *, epochs: int, extra: str = "") -> Path:
