@@ -151,7 +151,7 @@ def best_epoch_summary(result: TrainResult) -> str | None:
     if best is None:
         return None
     epoch = best["epoch"]
-    for metric in ("accuracy", "rmse", "loss"):  # what the loop ranks by, or reports
+    for metric in ("set_f1", "accuracy", "rmse", "loss"):  # what the loop ranks by, or reports
         if f"dev_{metric}" in best:
             return f"best epoch {epoch}: dev {metric} {best[f'dev_{metric}']:.4f}"
     return f"best epoch {epoch} by training loss {best['train_loss']:.4f} (no dev set)"
