@@ -113,7 +113,7 @@ def test_seq2seq_targets_round_trip_label_sets_in_canonical_order() -> None:
     # by frequency, most frequent first, ties alphabetical
     assert order == sorted(counts, key=lambda n: (-counts[n], n))[: len(order)]
     for _ in range(200):
-        labels = rng.sample(names + ["z"], rng.randint(0, 6))  # "z": unseen in training
+        labels = rng.sample([*names, "z"], rng.randint(0, 6))  # "z": unseen in training
         target = as_target(labels + labels[:1], order)  # a duplicate is written once
         assert decoded_set(target) == frozenset(labels)
         assert len(set(target)) == len(target)
