@@ -72,30 +72,48 @@ def train(config: Path) -> int:
     return main(["train", str(config), "--no-progress", "--set", "train.threads=1"])
 
 
-@pytest.mark.parametrize("task", ["auto", "seq2seq"])
-def test_both_forms_train_and_eval_scores_the_predicted_sets(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], task: str
-) -> None:
-    config = config_file(tmp_path, task=task)
-    assert train(config) == 0
-    assert "best epoch" in capsys.readouterr().out
-    assert main(["eval", str(tmp_path / task)]) == 0
-    metrics = json.loads(capsys.readouterr().out)
-    predictor = Predictor(tmp_path / task)
+def scored_predictions(run: Path, test: Path, task: str, **options: float) -> dict[str, float]:
+    """The set metrics of what ``predict`` gives for every line of ``test``."""
+    predictor = Predictor(run)
     gold, predicted = [], []
-    for example in read_label_sets(tmp_path / "test.jsonl"):
-        output = predictor.predict(predictor.task.unlabelled(example))
+    for example in read_label_sets(test):
+        output = predictor.predict(predictor.task.unlabelled(example), **options)
         if task == "auto":  # "a,b<TAB>(a 0.9, …)"
             chosen = output.split("\t")[0]
             predicted.append(set() if chosen == NO_LABELS else set(chosen.split(",")))
         else:  # the decoded sequence: its labels, <none> and repeats dropped
             predicted.append(set(decoded_set(output.split())))
         gold.append(set(example.label))
-    expected = set_scores(predicted, gold)
-    for name in ("set_f1", "micro_f1", "exact_match", "count"):
-        assert metrics[name] == pytest.approx(expected[name]), name
-    assert main(["predict", str(tmp_path / task), "the red cat"]) == 0
+    return set_scores(predicted, gold)
+
+
+@pytest.mark.parametrize("task", ["auto", "seq2seq"])
+def test_both_forms_train_and_eval_scores_the_predicted_sets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], task: str
+) -> None:
+    config, run = config_file(tmp_path, task=task), tmp_path / task
+    assert train(config) == 0
+    assert "best epoch" in capsys.readouterr().out
+    thresholds = [None, 0.3] if task == "auto" else [None]
+    for threshold in thresholds:
+        flags = [] if threshold is None else ["--threshold", str(threshold)]
+        assert main(["eval", str(run), *flags]) == 0
+        metrics = json.loads(capsys.readouterr().out)
+        options = {} if threshold is None else {"threshold": threshold}
+        expected = scored_predictions(run, tmp_path / "test.jsonl", task, **options)
+        for name in ("set_f1", "micro_f1", "exact_match", "count"):
+            assert metrics[name] == pytest.approx(expected[name]), (name, threshold)
+        if task == "auto":
+            assert metrics["threshold"] == (threshold or 0.5)
+    assert main(["predict", str(run), "the red cat"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1
+    if task == "seq2seq":  # a threshold means nothing to a model that writes the set
+        assert main(["predict", str(run), "the red cat", "--threshold", "0.3"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "--threshold" in err and "multilabel" in err
+    else:
+        assert main(["eval", str(run), "--threshold", "1.5"]) == 2
+        assert "(0, 1)" in capsys.readouterr().err
 
 
 BAD_LINES = {
