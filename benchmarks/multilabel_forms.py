@@ -3,9 +3,11 @@ labels") on one split, label by label: a sigmoid head's run and a seq2seq run tr
 the same label sets (``configs/wsj_constructions.toml`` and
 ``configs/wsj_constructions_seq2seq.toml``).
 
-For each run it prints the set metrics ``selfattn eval`` gives, then per label the F1 of
-its yes/no decisions over the split, and how many labels the model gave against the gold
-sets (mean set size, the share of empty sets, the share of sets of the right size)::
+For each run it prints the set metrics ``selfattn eval`` gives and the time ``predict``
+takes per example (one at a time; seq2seq decodes with its config's method), then per
+label the F1 of its yes/no decisions over the split, and how many labels the model gave
+against the gold sets (mean set size, the share of empty sets, the share of sets of the
+right size)::
 
     python benchmarks/multilabel_forms.py runs/wsj_constructions runs/wsj_constructions_seq2seq
 """
@@ -13,6 +15,7 @@ sets (mean set size, the share of empty sets, the share of sets of the right siz
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 import torch
@@ -23,30 +26,36 @@ from selfattn.pipeline.predictor import Predictor
 from selfattn.pipeline.set_metrics import set_f1, set_scores
 
 
-def predicted_sets(predictor: Predictor, split: str) -> tuple[list[set[str]], list[set[str]]]:
-    """What ``predictor`` gives for every example of ``split``, and the gold sets."""
+def predicted_sets(
+    predictor: Predictor, split: str
+) -> tuple[list[set[str]], list[set[str]], float]:
+    """What ``predictor`` gives for every example of ``split`` (one at a time, as
+    ``predict`` does), the gold sets, and the seconds the predictions took."""
     task = predictor.task
     examples = getattr(task.load_splits(), split)  # as the task reads it (seq2seq: targets)
-    predicted, gold = [], []
+    predicted, gold, seconds = [], [], 0.0
     for example in examples:
+        started = time.perf_counter()
         output = predictor.predict(task.unlabelled(example))
+        seconds += time.perf_counter() - started
         if task.name == "multilabel":
             chosen = output.split("\t")[0]
             predicted.append(set() if chosen == NO_LABELS else set(chosen.split(",")))
         else:
             predicted.append(set(decoded_set(output.split())))
         gold.append(set(decoded_set(example.label)))
-    return predicted, gold
+    return predicted, gold, seconds
 
 
 def report(run: Path, split: str) -> None:
     predictor = Predictor(run)
-    predicted, gold = predicted_sets(predictor, split)
+    predicted, gold, seconds = predicted_sets(predictor, split)
     scores = set_scores(predicted, gold)
     print(f"## {run} ({predictor.task.name}), {split}: {int(scores['count'])} examples")
     print(
         f"set F1 {scores['set_f1']:.4f}  micro F1 {scores['micro_f1']:.4f}  "
-        f"exact match {scores['exact_match']:.4f}"
+        f"exact match {scores['exact_match']:.4f}  "
+        f"{1000 * seconds / len(predicted):.1f} ms per example"
     )
     labels = sorted(set().union(*gold, *predicted))
     print("| label | gold | predicted | F1 |")
