@@ -15,6 +15,7 @@ right size)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -33,6 +34,10 @@ def predicted_sets(
     ``predict`` does), the gold sets, and the seconds the predictions took."""
     task = predictor.task
     examples = getattr(task.load_splits(), split)  # as the task reads it (seq2seq: targets)
+    bpe = getattr(task, "bpe", None)  # a model with data.bpe_vocab_size reads subwords
+    if bpe is not None:
+        pieces = [bpe.encode(list(e.tokens), is_pretokenized=True).tokens for e in examples]
+        examples = [dataclasses.replace(e, tokens=tuple(p)) for e, p in zip(examples, pieces)]
     predicted, gold, seconds = [], [], 0.0
     for example in examples:
         started = time.perf_counter()
