@@ -36,8 +36,12 @@ def predicted_sets(
     examples = getattr(task.load_splits(), split)  # as the task reads it (seq2seq: targets)
     bpe = getattr(task, "bpe", None)  # a model with data.bpe_vocab_size reads subwords
     if bpe is not None:
-        pieces = [bpe.encode(list(e.tokens), is_pretokenized=True).tokens for e in examples]
-        examples = [dataclasses.replace(e, tokens=tuple(p)) for e, p in zip(examples, pieces)]
+        examples = [
+            dataclasses.replace(
+                e, tokens=tuple(bpe.encode(list(e.tokens), is_pretokenized=True).tokens)
+            )
+            for e in examples
+        ]
     predicted, gold, seconds = [], [], 0.0
     for example in examples:
         started = time.perf_counter()
