@@ -56,6 +56,7 @@ def test_list_shows_origin_size_and_fetched(
         "solubility-logs",
         "speaker-jv",
         "translate-de-en",
+        "wsj-constructions",
     ]
     assert rows["translate-de-en"].split()[1:] == [
         "seq2seq",

@@ -94,6 +94,18 @@ CASES = {
         # BPE learned on 0.5 % of the data splits words finely: cut the rare long ones.
         ["data.train_fraction=0.005", "data.overlong=cut", *SMALL],
     ),
+    "multilabel-text": (
+        "wsj_constructions",
+        "wsj-constructions",
+        _text("Who said prices would rise ?"),
+        ["data.train_fraction=0.1", *SMALL],
+    ),
+    "seq2seq-text-label-sets": (
+        "wsj_constructions_seq2seq",
+        "wsj-constructions",
+        _text("Who said prices would rise ?"),
+        ["data.train_fraction=0.1", *SMALL],
+    ),
     "sequence-image": ("digits_vit", "digits", _image, ["data.train_fraction=0.05"]),
     "sequence-speech": ("digits_espeak", "digits-espeak", _speech, ["data.train_fraction=0.05"]),
     "seq2seq-speech": (

@@ -28,7 +28,7 @@ from selfattn.tasks.memory import MemoryTaskModel
 from selfattn.tasks.model import build_model_from_spec
 from selfattn.tasks.seq2seq import SEQ2SEQ_MODELS
 
-TASKS = ("token", "sequence", "regression", "seq2seq", "bits")
+TASKS = ("token", "sequence", "regression", "multilabel", "seq2seq", "bits")
 ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
 VOCAB, CHARS, FEATURES, EDGE_DIM, IMAGE, BITS = 12, 8, 3, 2, (4, 4, 1), 4
 #: The words of the text batches for the memory network: "." is id 2, "?" id 3.
@@ -235,12 +235,17 @@ def test_every_field_is_honoured_or_refused(task: str, architecture: str) -> Non
 # The combinations that must build: a refusal of the base itself would make the test above
 # pass vacuously.
 NOT_ON_IMAGES = {"memn2n", "ntm", "lstm"}
+#: A memory network answers one label per story; image models classify whole images; the
+#: copy tasks' and seq2seq's models are not label models.
+NOT_MULTILABEL = {"memn2n", "cnn2d", "ntm", "lstm", "rnn"}
 SUPPORTED = [
     *((task, arch) for task in ("token", "sequence", "regression") for arch in ARCHITECTURES),
     ("seq2seq", "transformer"),
     ("seq2seq", "conformer"),
     ("seq2seq", "rnn"),
 ]
+# A set of labels per input: the sequence task's models with one logit per label.
+SUPPORTED += [("multilabel", arch) for arch in ARCHITECTURES if arch not in NOT_MULTILABEL]
 SUPPORTED.remove(("token", "cnn2d"))  # image models classify whole images
 SUPPORTED.remove(("regression", "cnn2d"))
 SUPPORTED.remove(("token", "memn2n"))  # a memory network answers one label per story

@@ -151,7 +151,7 @@ def best_epoch_summary(result: TrainResult) -> str | None:
     if best is None:
         return None
     epoch = best["epoch"]
-    for metric in ("accuracy", "rmse", "loss"):  # what the loop ranks by, or reports
+    for metric in ("set_f1", "accuracy", "rmse", "loss"):  # what the loop ranks by, or reports
         if f"dev_{metric}" in best:
             return f"best epoch {epoch}: dev {metric} {best[f'dev_{metric}']:.4f}"
     return f"best epoch {epoch} by training loss {best['train_loss']:.4f} (no dev set)"
@@ -186,6 +186,13 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--top-p", type=float, help="sample from the nucleus of mass p")
     group.add_argument("--length-scale", type=float, help="NAT: predicted length × this")
     group.add_argument("--seed", type=int, help="seed of --sample (default 0)")
+    labels = parser.add_argument_group("multilabel models (others refuse it)")
+    labels.add_argument(
+        "--threshold",
+        type=float,
+        metavar="P",
+        help="a label is in the predicted set when its probability is at least P (default 0.5)",
+    )
 
 
 def decoding_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -203,7 +210,7 @@ def decoding_options(args: argparse.Namespace) -> dict[str, Any]:
             options["method"] = flag
     if args.beam is not None:
         options.update(method="beam", beam_size=args.beam)
-    for name in ("temperature", "top_k", "top_p", "length_scale", "seed"):
+    for name in ("temperature", "top_k", "top_p", "length_scale", "seed", "threshold"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     return options

@@ -23,6 +23,10 @@ IGNORE_INDEX = -100
 #: the collator gives it :data:`IGNORE_INDEX`, and no label vocabulary counts it.
 NO_LABEL = "<no-label>"
 
+#: A label set's "no label applies": the target a seq2seq model writes for an empty set
+#: (a target needs one token before its end), and how a user's multi-label file says so.
+NO_LABELS = "<none>"
+
 __all__ = [
     "BOS",
     "BOS_ID",
@@ -30,6 +34,7 @@ __all__ = [
     "EOS_ID",
     "IGNORE_INDEX",
     "NO_LABEL",
+    "NO_LABELS",
     "NUM_SPECIALS",
     "PAD",
     "PAD_ID",

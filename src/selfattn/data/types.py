@@ -3,8 +3,10 @@
 Lecture 000 (§"What is the output?"): the input is always a *set of vectors*; the output
 is one label per vector (``task="token"``), one label per set (``task="sequence"``), or a
 sequence whose length the model decides (``task="seq2seq"``: translation, the convex
-hull's vertices). Text arrives as tokens that a vocabulary turns into vectors; speech,
-images or anything else can arrive as the vectors themselves (``features``).
+hull's vertices), or a set of labels whose size the model decides (``task="multilabel"``:
+lecture 001's "the machine decides how many labels"). Text arrives as tokens that a
+vocabulary turns into vectors; speech, images or anything else can arrive as the vectors
+themselves (``features``).
 
 A seq2seq label is a tuple of target tokens, just like a token task's labels, so the
 task can never be told from the data alone: a seq2seq dataset always says so (a recipe's
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-TaskType = Literal["token", "sequence", "seq2seq", "regression", "bits"]
+TaskType = Literal["token", "sequence", "seq2seq", "regression", "bits", "multilabel"]
 InputKind = Literal["text", "vectors"]
 
 
@@ -40,7 +42,9 @@ class Example:
     * ``"seq2seq"``: a tuple of T ≥ 1 target tokens, T independent of L (a translation's
       words; for vector input such as the convex hull, the indices ``"0"`` … ``"L-1"`` of
       the input vectors the output points to);
-    * ``"regression"``: one string holding a number (a molecule's logS, ``"-3.18"``).
+    * ``"regression"``: one string holding a number (a molecule's logS, ``"-3.18"``);
+    * ``"multilabel"``: a tuple of distinct labels, sorted (a set; ``()`` when none
+      applies), of any size up to the label set's.
 
     ``source`` says where it came from (``path:line``) for error messages.
 

@@ -262,8 +262,11 @@ def bpe_vocabulary(tokenizer: Tokenizer) -> Vocabulary:
     return Vocabulary(t for t, _ in by_id[2:])
 
 
-def bpe_retokenize(examples: Iterable[Example], tokenizer: Tokenizer) -> list[Example]:
-    """Split the words of sequence-task ``examples`` into BPE subwords.
+def bpe_retokenize(
+    examples: Iterable[Example], tokenizer: Tokenizer, *, label_sets: bool = False
+) -> list[Example]:
+    """Split the words of sequence-task ``examples`` into BPE subwords; with
+    ``label_sets``, of multilabel examples (a label set belongs to the whole text).
 
     Raises:
         ValueError: an example is a token-task one (its labels belong to whole words).
@@ -273,7 +276,7 @@ def bpe_retokenize(examples: Iterable[Example], tokenizer: Tokenizer) -> list[Ex
         if example.tokens is None:
             result.append(example)
             continue
-        if not isinstance(example.label, str):
+        if not label_sets and not isinstance(example.label, str):
             raise ValueError("BPE re-tokenisation is for sequence tasks; token tasks keep words")
         pieces = tokenizer.encode(list(example.tokens), is_pretokenized=True).tokens
         result.append(Example(tuple(pieces), None, example.label, example.source))

@@ -253,8 +253,10 @@ def sidecar(
         "padding": "padding_mask is True at padding; ids there are 0 (<pad>)",
     }
     labels = getattr(task, "labels", None)
-    if task.name in ("token", "sequence") and labels is not None:
+    if task.name in ("token", "sequence", "multilabel") and labels is not None:
         info["labels"] = list(labels.labels)
+    if task.name == "multilabel":
+        info["decision"] = "one logit per label: the set holds the labels with sigmoid >= 0.5"
     vocab = getattr(task, "vocab", None)
     if vocab is not None:
         stored = vocab.to_dict()

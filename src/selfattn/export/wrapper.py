@@ -202,7 +202,7 @@ def wrap(model: TaskModel | PretrainedTaskModel, *, word_length: int = 16) -> Ex
         inputs = (TensorSpec("token_ids", "int64", batch_length), mask)
     if spec.task == "token":
         output = TensorSpec("logits", "float32", (*batch_length, spec.num_labels))
-    elif spec.task == "sequence":
+    elif spec.task in ("sequence", "multilabel"):
         output = TensorSpec("logits", "float32", ("batch", spec.num_labels))
     else:
         output = TensorSpec("values", "float32", ("batch",))
@@ -223,7 +223,7 @@ def _wrap_pretrained(model: PretrainedTaskModel, spec: TaskSpec) -> Exportable:
     if spec.task == "token":
         inputs += (TensorSpec("first", "int64", ("batch", "words")),)
         output = TensorSpec("logits", "float32", ("batch", "words", spec.num_labels))
-    elif spec.task == "sequence":
+    elif spec.task in ("sequence", "multilabel"):
         output = TensorSpec("logits", "float32", ("batch", spec.num_labels))
     else:
         output = TensorSpec("values", "float32", ("batch",))

@@ -7,8 +7,8 @@
 'I/PRP saw/VBD a/DT saw/NN'
 
 A registered :class:`Task` per task type (:data:`TASKS`: ``token``, ``sequence``,
-``regression``, ``seq2seq``) prepares the data, builds the model, gives the loss and the
-development metrics, reads a user's input, predicts and extracts attention maps;
+``regression``, ``multilabel``, ``seq2seq``) prepares the data, builds the model, gives
+the loss and the development metrics, reads a user's input, predicts and extracts attention maps;
 :func:`prepare` / :func:`run` and :class:`Predictor` only ask it.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from selfattn.pipeline.labelling import LabelTask, RegressionTask, SequenceTask, TokenTask
 from selfattn.pipeline.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
+from selfattn.pipeline.multilabel import MultiLabelTask
 from selfattn.pipeline.predictor import Predictor
 from selfattn.pipeline.run import declared_task, prepare, run
 from selfattn.pipeline.seq2seq import Decoded, Seq2SeqTask, bpe_pair, token_error_rate
@@ -34,6 +35,7 @@ __all__ = [
     "AttentionFigure",
     "Decoded",
     "LabelTask",
+    "MultiLabelTask",
     "Predictor",
     "Prepared",
     "RegressionTask",

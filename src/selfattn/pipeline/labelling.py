@@ -109,7 +109,8 @@ class LabelTask(Task):
             sentences = (" ".join(example.tokens or ()) for example in splits.train)
             self.bpe = train_bpe(sentences, data.bpe_vocab_size, lowercase=data.lowercase)
             splits.train, splits.dev, splits.test = (
-                bpe_retokenize(part, self.bpe) for part in (splits.train, splits.dev, splits.test)
+                bpe_retokenize(part, self.bpe, label_sets=self.name == "multilabel")
+                for part in (splits.train, splits.dev, splits.test)
             )
         cut = fit_splits(splits, data.max_len, data.overlong)
         if cut:
@@ -316,7 +317,7 @@ class LabelTask(Task):
         data = self.config.data
         examples = getattr(self.load_splits(), split)
         if self.bpe is not None:
-            examples = bpe_retokenize(examples, self.bpe)
+            examples = bpe_retokenize(examples, self.bpe, label_sets=self.name == "multilabel")
         if not examples:
             raise ValueError(f"dataset {data.dataset!r} has no {split} split")
         if data.overlong == "cut":

@@ -21,6 +21,7 @@ from selfattn.train.loop import TrainResult, train
 # Importing the task modules registers them.
 from selfattn.pipeline import bits as _bits  # noqa: F401  isort: skip
 from selfattn.pipeline import labelling as _labelling  # noqa: F401  isort: skip
+from selfattn.pipeline import multilabel as _multilabel  # noqa: F401  isort: skip
 from selfattn.pipeline import seq2seq as _seq2seq  # noqa: F401  isort: skip
 
 

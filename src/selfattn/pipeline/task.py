@@ -224,6 +224,11 @@ class Task(abc.ABC):
             for name, value in options.items()
             if name not in self.options and not (name == "method" and value == "greedy")
         )
+        if "threshold" in unknown:
+            raise ValueError(
+                f"--threshold: a label set's threshold is for multilabel models; a {self.name} "
+                "model does not choose a set of labels"
+            )
         if unknown:
             flags = {"method": options.get("method"), "beam_size": "beam"}
             # One flag may set two options (--beam K: the method and the width).

@@ -344,7 +344,7 @@ def build_model(
     head: TokenClassifier | SequenceClassifier | SequenceRegressor
     if task == "token":
         head = TokenClassifier(encoder.output_dim, num_labels, dropout=config.head_rate)
-    elif task == "sequence":
+    elif task in ("sequence", "multilabel"):  # multilabel: one sigmoid logit per label
         head = SequenceClassifier(
             encoder.output_dim, num_labels, pooling=config.pooling, dropout=config.head_rate
         )
@@ -357,7 +357,9 @@ def build_model(
             target_std=target_std,
         )
     else:
-        raise ValueError(f"unknown task {task!r}; choose 'token', 'sequence' or 'regression'")
+        raise ValueError(
+            f"unknown task {task!r}; choose 'token', 'sequence', 'multilabel' or 'regression'"
+        )
     if config.exit_heads:
         # Imported here: the early-exit model is a TaskModel, defined in terms of this module.
         from selfattn.tasks.early_exit import build_exit_model

@@ -215,7 +215,7 @@ def build_pretrained_model(
     head_dropout = config.head_rate
     if task == "token":
         head = TokenClassifier(size, num_labels, dropout=head_dropout)
-    elif task == "sequence":
+    elif task in ("sequence", "multilabel"):  # multilabel: one sigmoid logit per label
         head = SequenceClassifier(size, num_labels, pooling=pooling, dropout=head_dropout)
     elif task == "regression":
         head = SequenceRegressor(
@@ -227,7 +227,7 @@ def build_pretrained_model(
         )
     else:
         raise ValueError(
-            f"model.pretrained is for token, sequence and regression tasks, not {task}"
+            f"model.pretrained is for token, sequence, multilabel and regression tasks, not {task}"
         )
     return PretrainedTaskModel(bert, head, task=task, spec=spec)
 

@@ -160,6 +160,15 @@ def train(
     return trainer.run(resume=resume, overwrite=overwrite)
 
 
+def selection_score(dev: dict[str, float]) -> float:
+    """What chooses the best epoch from dev metrics: a label set's F1, else accuracy,
+    else (regression) minus the loss."""
+    for metric in ("set_f1", "accuracy"):
+        if metric in dev:
+            return dev[metric]
+    return -dev["loss"]
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python's, NumPy's and torch's global generators (CUDA's included)."""
     random.seed(seed)
@@ -507,7 +516,7 @@ class Trainer:
             with self.dist.evaluating():  # every rank, the whole dev set: the same decisions
                 dev = self.objective.evaluate(parts.model, self.dev_batches(), device=self.device)
             line.update({f"dev_{key}": value for key, value in dev.items()})
-            score = dev["accuracy"] if "accuracy" in dev else -dev["loss"]  # regression
+            score = selection_score(dev)
         else:
             score = -line["train_loss"]
         improved = state["best_score"] is None or score > state["best_score"]

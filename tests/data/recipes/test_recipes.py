@@ -26,6 +26,7 @@ from selfattn.data.fetch.sources import InstalledSource
 def test_registry_entries_are_complete() -> None:
     assert set(RECIPES) == {
         "pos-wsj",
+        "wsj-constructions",
         "sentiment-rt",
         "speaker-jv",
         "translate-de-en",

@@ -26,7 +26,9 @@ class Collator:
         vocab: token vocabulary for text input (``None`` for vector input).
         char_vocab: character vocabulary, to add ``char_ids`` for text input, or ``None``.
         label_vocab: output labels.
-        task: ``"token"`` (one label per position) or ``"sequence"`` (one per example).
+        task: ``"token"`` (one label per position), ``"sequence"`` (one per example),
+            ``"regression"`` (a number per example) or ``"multilabel"`` (a set per
+            example: ``labels`` is ``(B, C)`` multi-hot floats).
         max_len: the longest example the model accepts (e.g. its number of learned
             positions); ``None`` for no limit. Longer examples are an error, not silently
             cut, so an evaluation never scores a truncated sentence.
@@ -118,6 +120,8 @@ class Collator:
                     raise DataError(f"{e.source}: a sequence task needs one label per example")
                 ids.append(encode(e.label, e.source))
             return torch.tensor(ids, dtype=torch.long)  # (B,)
+        if self.task == "multilabel":
+            return self._label_sets(examples)
         labels = torch.full((len(examples), max_len), IGNORE_INDEX, dtype=torch.long)
         for b, e in enumerate(examples):
             if isinstance(e.label, str) or len(e.label) != len(e):
@@ -130,6 +134,16 @@ class Collator:
                 [IGNORE_INDEX if t == NO_LABEL else encode(t, e.source) for t in e.label]
             )
         return labels  # (B, L)
+
+    def _label_sets(self, examples: Sequence[Example]) -> torch.Tensor:
+        """``(B, C)`` float: 1 where the example's set holds label c (multilabel task)."""
+        targets = torch.zeros(len(examples), len(self.label_vocab))
+        for b, e in enumerate(examples):
+            if isinstance(e.label, str):
+                raise DataError(f"{e.source}: a multilabel task needs a set of labels")
+            for label in e.label:
+                targets[b, self.label_vocab.encode(label, e.source)] = 1.0
+        return targets
 
 
 def _number(example: Example) -> float:

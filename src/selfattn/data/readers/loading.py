@@ -1,11 +1,12 @@
 """``load_dataset``: a registered recipe by name, or a user's own files.
 
 User files are read by extension (``word/TAG`` text, CoNLL-U, ``label,text`` CSV/TSV,
-``.npz`` vector sets, sktime ``.ts``), and their task (token or sequence) is read off the
-labels. Seq2seq data cannot be told apart that way — its labels are token tuples, and a
-``source<TAB>target`` line is also a valid ``label<TAB>text`` row — so it is only ever
-chosen by the caller: ``load_dataset(path, task="seq2seq")``; so is regression (a number
-as each example's label), ``task="regression"``.
+``.npz`` vector sets, sktime ``.ts``, ``.jsonl`` texts with label sets), and their task
+(token or sequence; multilabel for ``.jsonl``) is read off the labels. Seq2seq data
+cannot be told apart that way — its labels are token tuples, and a ``source<TAB>target``
+line is also a valid ``label<TAB>text`` row — so it is only ever chosen by the caller:
+``load_dataset(path, task="seq2seq")``; so is regression (a number as each example's
+label), ``task="regression"``.
 
 Without a dev file, ``dev_fraction`` of the user's training file can be held out as the
 dev set (seeded; :func:`~selfattn.data.batching.splits.dev_holdout`).
@@ -13,6 +14,7 @@ dev set (seeded; :func:`~selfattn.data.batching.splits.dev_holdout`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, get_args
@@ -26,6 +28,7 @@ from selfattn.data.readers.formats import (
     read_tagged,
     read_ts,
 )
+from selfattn.data.readers.label_sets import label_set_targets, read_label_sets
 from selfattn.data.readers.stories import is_story_file, read_stories
 from selfattn.data.readers.wav_csv import is_wav_csv, read_wav_csv
 from selfattn.data.recipes import RECIPES
@@ -38,6 +41,7 @@ _READERS: dict[str, Callable[[Path], list[Example]]] = {
     ".tsv": read_classification_csv,
     ".npz": read_npz,
     ".ts": read_ts,
+    ".jsonl": read_label_sets,
 }
 
 
@@ -57,9 +61,12 @@ def load_dataset(
     further files (their splits stay empty otherwise). Files are read by extension:
     ``.txt`` (``word/TAG`` lines, or bAbI-style stories with questions:
     :mod:`~selfattn.data.readers.stories`), ``.conllu``, ``.csv`` / ``.tsv`` (``label,text``),
-    ``.npz`` (vector sets), ``.ts`` (sktime time series) — unless ``task="seq2seq"``:
-    then every file, whatever its extension, holds ``source<TAB>target`` lines
-    (:func:`~selfattn.data.readers.formats.read_parallel`). A ``.csv`` whose header is
+    ``.npz`` (vector sets), ``.ts`` (sktime time series), ``.jsonl`` (texts with label
+    sets, a multilabel task: :mod:`~selfattn.data.readers.label_sets`) — unless
+    ``task="seq2seq"``: then every file but a ``.jsonl`` holds ``source<TAB>target``
+    lines (:func:`~selfattn.data.readers.formats.read_parallel`), and a ``.jsonl`` file's
+    (or a multilabel recipe's) label sets become targets in one canonical order
+    (:func:`~selfattn.data.readers.label_sets.label_set_targets`). A ``.csv`` whose header is
     ``path,label`` (or a folder holding such a ``labels.csv``) lists WAV files instead,
     read as speech vectors (:func:`~selfattn.data.readers.wav_csv.read_wav_csv`; with
     ``task="seq2seq"`` the label is the space-separated target).
@@ -87,6 +94,8 @@ def load_dataset(
         recipe = RECIPES[name_or_path]
         if dev is not None or test is not None:
             raise DataError(f"recipe {name_or_path!r} has fixed splits; drop dev= / test=")
+        if task == "seq2seq" and recipe.task == "multilabel":  # a label set as a sequence
+            return label_set_targets(recipe.load(), check_unseen=False)
         if task is not None and task != recipe.task:
             raise DataError(f"recipe {name_or_path!r} is a {recipe.task} task, not {task}")
         return recipe.load()
@@ -95,7 +104,7 @@ def load_dataset(
         names = ", ".join(sorted(RECIPES))
         raise DataError(f"{name_or_path}: neither a recipe ({names}) nor an existing file")
     train = _read_user_file(train_path, conllu_tag, task)
-    found, kind = _kind_of(train, task)
+    found, kind = _kind_of(train, task, train_path)
     if task is not None and found != task:
         raise DataError(
             f"{train_path}: holds {found} data, not {task}"
@@ -103,16 +112,20 @@ def load_dataset(
         )
     others: dict[str, list[Example]] = {}
     for split, path in (("dev", dev), ("test", test)):
-        others[split] = [] if path is None else _read_user_file(Path(path), conllu_tag, task)
-        if others[split] and _kind_of(others[split], task) != (found, kind):
+        if path is None:
+            others[split] = []
+            continue
+        others[split] = _read_user_file(Path(path), conllu_tag, task)
+        if _kind_of(others[split], task, Path(path)) != (found, kind):
             raise DataError(
-                f"{path}: {split} file holds {'/'.join(_kind_of(others[split], task))} data, "
+                f"{path}: {split} file holds "
+                f"{'/'.join(_kind_of(others[split], task, Path(path)))} data, "
                 f"but {train_path} holds {found}/{kind}"
             )
     held_out = dev is None and dev_fraction > 0
     if held_out:
         train, others["dev"] = dev_holdout(train, dev_fraction, seed, stratify=found == "sequence")
-    return DatasetSplits(
+    splits = DatasetSplits(
         name=train_path.stem,
         task=found,
         input=kind,
@@ -123,6 +136,9 @@ def load_dataset(
         extra={"train": str(train_path), "dev": str(dev or ""), "test": str(test or "")},
         dev_from_train=held_out,
     )
+    if task == "seq2seq" and train_path.suffix.lower() == ".jsonl":  # label sets as sequences
+        return label_set_targets(dataclasses.replace(splits, task="multilabel"), check_unseen=True)
+    return splits
 
 
 def _read_user_file(
@@ -135,7 +151,7 @@ def _read_user_file(
     suffix = path.suffix.lower()
     if suffix == ".csv" and is_wav_csv(path):
         examples = read_wav_csv(path, seq2seq=task == "seq2seq")
-    elif task == "seq2seq":
+    elif task == "seq2seq" and suffix != ".jsonl":  # .jsonl: label sets, as a sequence
         if suffix == ".npz":
             raise DataError(f"{path}: seq2seq user data is source<TAB>target text, not .npz")
         examples = read_parallel(path)
@@ -170,15 +186,20 @@ def _check_numbers(examples: list[Example]) -> None:
             ) from None
 
 
-def _kind_of(examples: list[Example], task: TaskType | None) -> tuple[TaskType, InputKind]:
+def _kind_of(
+    examples: list[Example], task: TaskType | None, path: Path
+) -> tuple[TaskType, InputKind]:
     """The task and input kind of user examples.
 
     A seq2seq label is a tuple of tokens, like a token task's labels, so seq2seq is never
-    guessed from the data: only a stated ``task="seq2seq"`` gives it.
+    guessed from the data: only a stated ``task="seq2seq"`` gives it. A label set is a
+    tuple too: its file type (``.jsonl``) says so.
     """
     kind: InputKind = "text" if examples[0].tokens is not None else "vectors"
     if task == "seq2seq":
         return "seq2seq", kind
+    if path.suffix.lower() == ".jsonl":
+        return "multilabel", kind
     found: TaskType = "sequence" if isinstance(examples[0].label, str) else "token"
     if task == "regression" and found == "sequence":
         return "regression", kind

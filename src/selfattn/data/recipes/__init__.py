@@ -12,6 +12,8 @@ so importing it fills the table. A new recipe is a new module here plus one line
 
 * ``pos-wsj`` (token task, text; :mod:`.pos`): the 1,001 lines of a Penn Treebank WSJ
   sample, in file order: lines 1-800 train, 801-900 dev, 901-1001 test.
+* ``wsj-constructions`` (multilabel task, text; :mod:`.constructions`): the same lines,
+  labelled by which of eight grammatical constructions their gold tags show.
 * ``sentiment-rt`` (sequence task, text; :mod:`.reviews`): 12,808 fresh / rotten review
   snippets shuffled with seed 0, then 80 % train, 10 % dev, 10 % test.
 * ``speaker-jv`` (sequence task, vectors; :mod:`.vowels`): the shipped TRAIN minus 3
@@ -46,6 +48,7 @@ from __future__ import annotations
 from selfattn.data.recipes import (  # noqa: F401
     bible,
     bits,
+    constructions,
     graphs,
     hull,
     images,

@@ -27,6 +27,7 @@ from selfattn.data.batching.collate import batches
 from selfattn.data.batching.lengths import cut_note, fit_examples, fit_splits, slice_example
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch, Seq2SeqCollator, target_vocabulary
 from selfattn.data.batching.splits import dev_note, stratified_subset
+from selfattn.data.readers.label_sets import LABEL_SET_TARGETS, decoded_set
 from selfattn.data.readers.user_input import input_format
 from selfattn.data.recipes import RECIPES
 from selfattn.data.specials import BOS, EOS, UNK
@@ -36,6 +37,7 @@ from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregress
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective, encode_batch
 from selfattn.pipeline.seq2seq.scoring import Decoded, bpe_pair, hull_scores, token_error_rate
+from selfattn.pipeline.set_metrics import set_scores
 from selfattn.pipeline.task import (
     EVAL_BATCH_SIZE,
     AttentionFigure,
@@ -348,14 +350,19 @@ class Seq2SeqTask(Task):
             ``token_error_rate`` (:func:`token_error_rate`) for vocabulary targets; for
             the convex hull ``hull_exact`` (the right polygon, any starting vertex) and
             ``hull_coverage`` (mean area of the predicted polygon ÷ the hull's, 0 for an
-            invalid one; Vinyals et al.'s two measures).
+            invalid one; Vinyals et al.'s two measures); for label sets written as
+            sequences (:func:`~selfattn.data.readers.label_sets.label_set_targets`) the
+            multilabel task's ``set_f1``, ``micro_f1`` and ``exact_match`` of the decoded
+            sets (:mod:`~selfattn.pipeline.set_metrics`), the whole sequence's match then
+            ``sequence_exact_match``.
         """
         self.check_options(options)
         assert isinstance(model, SEQ2SEQ_MODELS) and self.collator is not None
         if split not in ("train", "dev", "test"):
             raise ValueError(f"unknown split {split!r}; choose train, dev or test")
         data = self.config.data
-        examples = getattr(self.load_splits(), split)
+        splits = self.load_splits()
+        examples = getattr(splits, split)
         if not examples:
             raise ValueError(f"dataset {data.dataset!r} has no {split} split")
         # Scored against the whole reference, even where training cut the target.
@@ -392,6 +399,15 @@ class Seq2SeqTask(Task):
             metrics["chrf"] = float(sacrebleu.corpus_chrf(hypotheses, gold).score)
             metrics["token_error_rate"] = token_error_rate(
                 [h.split() for h in hypotheses], references
+            )
+        if splits.extra.get("targets") == LABEL_SET_TARGETS:
+            # The multilabel task's numbers on the decoded sets (duplicates and <none> out).
+            metrics["sequence_exact_match"] = metrics["exact_match"]
+            metrics.update(
+                set_scores(
+                    [decoded_set(self.detokenize(h).split()) for h in decoded.tokens],
+                    [decoded_set(r) for r in references],
+                )
             )
         if truncated:
             metrics["truncated"] = float(truncated)
