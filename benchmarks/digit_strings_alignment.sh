@@ -5,19 +5,22 @@
 # docs/results.md ("Cross-attention alignments"). Each run trains with 1 thread, then
 # `selfattn eval RUN` decodes the test voices greedily; the last lines print one row per run.
 #
-#   benchmarks/digit_strings_alignment.sh [EPOCHS=20] [PARALLEL=2]
+#   benchmarks/digit_strings_alignment.sh [EPOCHS=20] [PARALLEL=2] [ONLY=regex of run names]
 set -euo pipefail
 EPOCHS=${1:-20}
 PARALLEL=${2:-2}
+ONLY=${3:-.}
 PY=${PYTHON:-python}
 export OMP_NUM_THREADS=1
 OUT=runs/alignment_e${EPOCHS}
 
-runs() {  # name config extra-settings...
-  for guided in 0.0 1.0; do
+runs() {  # name config settings...; the configs' guided attention (1.0) first
+  for guided in 1.0 0.0; do
     echo "tf-content-g$guided configs/digit_strings_espeak.toml --set seq2seq.guided_attention=$guided"
     echo "tf-location-g$guided configs/digit_strings_location.toml --set seq2seq.guided_attention=$guided"
     echo "tf-forward20-g$guided configs/digit_strings_forward.toml --set seq2seq.guided_attention=$guided"
+  done
+  for guided in 1.0 0.0; do
     echo "rnn-content-g$guided configs/digit_strings_rnn.toml --set seq2seq.guided_attention=$guided"
     echo "rnn-location-g$guided configs/digit_strings_rnn.toml --set seq2seq.guided_attention=$guided --set seq2seq.alignment=location"
     echo "rnn-forward20-g$guided configs/digit_strings_rnn.toml --set seq2seq.guided_attention=$guided --set seq2seq.alignment=forward --set seq2seq.forward_max_advance=20"
@@ -39,4 +42,4 @@ export -f one
 export EPOCHS OUT PY
 
 mkdir -p "$OUT"
-runs | xargs -P "$PARALLEL" -L 1 bash -c 'one "$@"' _
+runs | grep -E "^($ONLY)" | xargs -P "$PARALLEL" -L 1 bash -c 'one "$@"' _
