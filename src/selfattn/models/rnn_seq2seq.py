@@ -21,9 +21,10 @@ tanh(W [→h_last; ←h_first]), the encoder's final states of both directions.
 
 The model answers :class:`~selfattn.models.encoder_decoder.EncoderDecoder`, so greedy,
 beam search and sampling in :mod:`selfattn.decoding` decode it unchanged: its decoding
-"cache" is the :class:`RecurrentState` (hidden state, LSTM cell and fed-back vector per
-row), reordered with the beams. It has the vocabulary output only (no pointer or copy
-layer) and no non-autoregressive pass: an RNN decoder reads its outputs left to right.
+"cache" is the :class:`RecurrentState` (hidden state, LSTM cell, fed-back vector and, for a
+location-aware or forward match, the previous alignment per row), reordered with the
+beams. It has the vocabulary output only (no pointer or copy layer) and no
+non-autoregressive pass: an RNN decoder reads its outputs left to right.
 """
 
 from __future__ import annotations
