@@ -36,12 +36,16 @@ class KVCache:
             to an encoder memory).
         capacity: preallocate buffers for this many positions on the first append (and
             refuse more); ``None``: grow by concatenation.
+        alignment: a cross-attention that reads its previous step's weights (location-
+            aware or forward attention, :mod:`selfattn.attention.alignment`): ``(B, H, S)``
+            the last step's alignment, else ``None``.
     """
 
     key: Tensor | None = None
     value: Tensor | None = None
     static: bool = False
     capacity: int | None = None
+    alignment: Tensor | None = None
     _buffers: tuple[Tensor, Tensor] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -101,6 +105,7 @@ class KVCache:
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (``(B',)`` long), e.g. the surviving beams."""
+        self.reorder_alignment(index)
         if self._buffers is not None:
             end = self.length
             self._buffers = (
@@ -112,6 +117,12 @@ class KVCache:
         elif self.key is not None and self.value is not None:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
+
+    def reorder_alignment(self, index: Tensor) -> None:
+        """Keep rows ``index`` of :attr:`alignment` only: beams re-ranked within their
+        example share the memory's keys and values but each has its own alignment."""
+        if self.alignment is not None:
+            self.alignment = self.alignment.index_select(0, index)
 
 
 def _select_rows(buffer: Tensor, index: Tensor, length: int) -> Tensor:
@@ -179,5 +190,7 @@ class DecoderCache:
             self_cache.reorder(index)
             if memory:
                 cross_cache.reorder(index)
+            else:
+                cross_cache.reorder_alignment(index)
         if memory and self.memory_padding is not None:
             self.memory_padding = self.memory_padding.index_select(0, index)

@@ -7,12 +7,17 @@ the paper, or pre-LN; see :mod:`selfattn.blocks.encoder_block`):
 2. cross-attention — queries from the decoder, keys and values from the encoder's output
    (the "memory"), so every target position can look at the whole source;
 3. the position-wise feed-forward network.
+
+The cross-attention may keep an alignment across decoder steps (location-aware or forward
+attention, :mod:`selfattn.attention.alignment`); its previous step then lives in the
+cross-attention's cache.
 """
 
 from __future__ import annotations
 
 from torch import Tensor, nn
 
+from selfattn.attention.alignment import Alignment, AlignmentConfig, aligned_attention
 from selfattn.attention.cache import KVCache
 from selfattn.attention.multihead import MultiHeadAttention
 from selfattn.blocks.config import BlockConfig
@@ -40,9 +45,11 @@ class DecoderBlock(ResidualBlock):
         memory_dim: Em, feature size of the encoder memory (default E).
         positional: a relative positional encoding for the self-attention, or ``None``.
             Cross-attention gets none: decoder and encoder positions are not on one axis.
+        alignment: the cross-attention's alignment (default ``content``: none kept).
 
     Raises:
-        ValueError: ``config.attention`` is not ``"dense"``.
+        ValueError: ``config.attention`` is not ``"dense"``, or a recurrent alignment with
+            a normaliser other than softmax.
     """
 
     def __init__(
@@ -51,6 +58,7 @@ class DecoderBlock(ResidualBlock):
         *,
         memory_dim: int | None = None,
         positional: RelativePositional | None = None,
+        alignment: AlignmentConfig | None = None,
     ) -> None:
         super().__init__(config)
         if config.attention != "dense":
@@ -70,6 +78,15 @@ class DecoderBlock(ResidualBlock):
             dropout=config.weight_dropout,
             score=config.score,
             normalizer=config.normalizer,
+        )
+        alignment = alignment or AlignmentConfig()
+        if alignment.kind != "content" and config.normalizer != "softmax":
+            raise ValueError(
+                f"a {alignment.kind} alignment normalises with a softmax, got normalizer "
+                f"{config.normalizer!r}"
+            )
+        self.alignment = (
+            Alignment(alignment, self.cross_attn.head_dim) if alignment.kind != "content" else None
         )
         self.feedforward = feed_forward(config)
         self.norm1 = layer_norm(config)
@@ -121,13 +138,12 @@ class DecoderBlock(ResidualBlock):
             cache=None if cache is None else cache[0],
         )
         x = self.add_and_norm(x, self._dropout(self.dropout1, attended), self.norm1)
-        attended, cross_weights = self.cross_attn(
+        attended, cross_weights = self._cross_attention(
             self.sublayer_input(x, self.norm2),
             memory,
             key_padding_mask=memory_key_padding_mask,
             mask=memory_mask,
             need_weights=need_weights,
-            average_weights=False,
             cache=None if cache is None else cache[1],
         )
         x = self.add_and_norm(x, self._dropout(self.dropout2, attended), self.norm2)
@@ -136,6 +152,38 @@ class DecoderBlock(ResidualBlock):
         if self_weights is None or cross_weights is None:
             return x, None
         return x, (self_weights, cross_weights)
+
+    def _cross_attention(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        *,
+        key_padding_mask: Tensor | None,
+        mask: Tensor | None,
+        need_weights: bool,
+        cache: KVCache | None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """The cross-attention, through the alignment's recurrence when there is one."""
+        if self.alignment is not None:
+            return aligned_attention(
+                self.cross_attn,
+                self.alignment,
+                x,
+                memory,
+                key_padding_mask=key_padding_mask,
+                mask=mask,
+                need_weights=need_weights,
+                cache=cache,
+            )
+        return self.cross_attn(
+            x,
+            memory,
+            key_padding_mask=key_padding_mask,
+            mask=mask,
+            need_weights=need_weights,
+            average_weights=False,
+            cache=cache,
+        )
 
     def _dropout(self, dropout: nn.Dropout, x: Tensor) -> Tensor:
         """``dropout(x)`` in training; in evaluation the identity, without the module call

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
+from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.cache import DecoderCache
 from selfattn.blocks.decoder_block import DecoderBlock
 from selfattn.blocks.encoder_block import layer_norm
@@ -47,6 +48,8 @@ class Decoder(nn.Module):
             encoding acts in the self-attention only; ``config.attention`` must be
             ``"dense"`` (incremental decoding keeps a KV cache).
         memory_dim: Em, feature size of the encoder memory (default E).
+        alignment: every block's cross-attention alignment (default ``content``);
+            with ``share_weights`` the shared block keeps one alignment per application.
 
     Attributes:
         checkpoint_activations: recompute each block's activations in the backward pass
@@ -55,7 +58,13 @@ class Decoder(nn.Module):
 
     checkpoint_activations: bool = False
 
-    def __init__(self, config: StackConfig, *, memory_dim: int | None = None) -> None:
+    def __init__(
+        self,
+        config: StackConfig,
+        *,
+        memory_dim: int | None = None,
+        alignment: AlignmentConfig | None = None,
+    ) -> None:
         super().__init__()
         self.config = config
         self.num_layers = config.num_layers
@@ -63,7 +72,7 @@ class Decoder(nn.Module):
         self.absolute, relatives = build_positionals(config, num_blocks)
         self.embed_dropout = nn.Dropout(config.input_dropout)
         blocks = [
-            DecoderBlock(config, memory_dim=memory_dim, positional=relative)
+            DecoderBlock(config, memory_dim=memory_dim, positional=relative, alignment=alignment)
             for relative in relatives
         ]
         # A shared block appears num_layers times; parameters() still lists it once.

@@ -21,9 +21,10 @@ tanh(W [→h_last; ←h_first]), the encoder's final states of both directions.
 
 The model answers :class:`~selfattn.models.encoder_decoder.EncoderDecoder`, so greedy,
 beam search and sampling in :mod:`selfattn.decoding` decode it unchanged: its decoding
-"cache" is the :class:`RecurrentState` (hidden state, LSTM cell and fed-back vector per
-row), reordered with the beams. It has the vocabulary output only (no pointer or copy
-layer) and no non-autoregressive pass: an RNN decoder reads its outputs left to right.
+"cache" is the :class:`RecurrentState` (hidden state, LSTM cell, fed-back vector and, for a
+location-aware or forward match, the previous alignment per row), reordered with the
+beams. It has the vocabulary output only (no pointer or copy layer) and no
+non-autoregressive pass: an RNN decoder reads its outputs left to right.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.match import RNN_SCORES as RNN_SCORES  # re-exported
 from selfattn.attention.match import MatchAttention
 from selfattn.data.specials import NUM_SPECIALS, PAD_ID, UNK_ID
@@ -62,6 +64,8 @@ class RecurrentState:
         keys: ``(R, S, ·)`` what the match function reads of the encoder states
             (:meth:`~selfattn.attention.match.MatchAttention.keys`), computed once per
             source: the counterpart of a Transformer's static cross-attention cache.
+        alignment: ``(R, S)`` the last step's attention, read by a location-aware or
+            forward alignment at the next step, else ``None``.
         offset: decoder inputs consumed so far.
     """
 
@@ -69,6 +73,7 @@ class RecurrentState:
     cell: Tensor | None = None
     feed: Tensor | None = None
     keys: Tensor | None = None
+    alignment: Tensor | None = None
     offset: int = 0
 
     def reorder(self, index: Tensor, *, memory: bool = True) -> None:
@@ -82,6 +87,8 @@ class RecurrentState:
             self.cell = self.cell.index_select(1, index)
         if self.feed is not None:
             self.feed = self.feed.index_select(0, index)
+        if self.alignment is not None:
+            self.alignment = self.alignment.index_select(0, index)
 
 
 class RNNSeq2Seq(nn.Module):
@@ -99,6 +106,8 @@ class RNNSeq2Seq(nn.Module):
         decoder_layers: stacked decoder RNN layers (default ``num_layers``).
         cell: ``"gru"`` or ``"lstm"``, for both.
         score: the match function, a key of :data:`RNN_SCORES`.
+        alignment: the match's alignment: ``content`` (default), location-aware or forward
+            attention (:mod:`selfattn.attention.alignment`).
         input_feeding: feed the last attentional vector h̃ with the next input word.
         dropout: on the embeddings, between stacked layers and before the output layer.
         share_embeddings: one table for source and target words (one vocabulary size).
@@ -124,6 +133,7 @@ class RNNSeq2Seq(nn.Module):
         dropout: float = 0.0,
         share_embeddings: bool = False,
         tie_output: bool = True,
+        alignment: AlignmentConfig | None = None,
     ) -> None:
         super().__init__()
         if (source_vocab_size is None) == (source_feature_dim is None):
@@ -175,7 +185,7 @@ class RNNSeq2Seq(nn.Module):
             batch_first=True,
             dropout=dropout if decoder_layers > 1 else 0.0,
         )
-        self.attention = MatchAttention(score, hidden_dim)
+        self.attention = MatchAttention(score, hidden_dim, alignment)
         self.combine = nn.Linear(2 * hidden_dim, embed_dim, bias=False)  # h̃ = tanh(W_c[c; z])
         self.dropout = nn.Dropout(dropout)
         self.out_proj = nn.Linear(embed_dim, target_vocab_size, bias=False)
@@ -310,7 +320,7 @@ class RNNSeq2Seq(nn.Module):
             attentional, weights, state = self._all_at_once(inputs, encoded, state)
         if cache is not None:
             cache.hidden, cache.cell, cache.feed = state.hidden, state.cell, state.feed
-            cache.keys = state.keys
+            cache.keys, cache.alignment = state.keys, state.alignment
             cache.offset = offset + target_in.shape[1]
         logits = self.out_proj(self.dropout(attentional))
         return Seq2SeqOutput(
@@ -327,11 +337,14 @@ class RNNSeq2Seq(nn.Module):
         return out, replace(state, hidden=hidden)
 
     def _attend(
-        self, states: Tensor, encoded: EncodedSource, keys: Tensor | None
+        self, states: Tensor, encoded: EncodedSource, state: RecurrentState
     ) -> tuple[Tensor, Tensor]:
-        """Decoder states ``(B, T, H)`` → attentional vectors ``(B, T, E)`` and α̂."""
-        assert keys is not None
-        context, weights = self.attention(states, keys, encoded.memory, encoded.padding)
+        """Decoder states ``(B, T, H)`` → attentional vectors ``(B, T, E)`` and α̂; a
+        recurrent alignment reads and updates ``state.alignment``."""
+        assert state.keys is not None
+        context, weights, state.alignment = self.attention(
+            states, state.keys, encoded.memory, encoded.padding, state.alignment
+        )
         return torch.tanh(self.combine(torch.cat([context, states], dim=-1))), weights
 
     def _all_at_once(
@@ -339,7 +352,7 @@ class RNNSeq2Seq(nn.Module):
     ) -> tuple[Tensor, Tensor, RecurrentState]:
         """Without input feeding the RNN does not wait for the attention: one call."""
         states, state = self._rnn(inputs, state)
-        attentional, weights = self._attend(states, encoded, state.keys)
+        attentional, weights = self._attend(states, encoded, state)
         return attentional, weights, state
 
     def _steps(
@@ -351,7 +364,7 @@ class RNNSeq2Seq(nn.Module):
             assert state.feed is not None
             step_input = torch.cat([inputs[:, t], state.feed], dim=-1).unsqueeze(1)
             states, state = self._rnn(step_input, state)
-            vector, alpha = self._attend(states, encoded, state.keys)
+            vector, alpha = self._attend(states, encoded, state)
             state.feed = vector[:, 0]
             attentional.append(vector)
             weights.append(alpha)

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.cache import DecoderCache
 from selfattn.data.specials import BOS_ID as BOS_ID  # re-exported: decoding reads it here
 from selfattn.data.specials import EOS_ID, NUM_SPECIALS, PAD_ID, UNK_ID
@@ -115,6 +116,8 @@ class Seq2SeqTransformer(nn.Module):
             layer; ``"matching"``: decoder layer l attends to encoder layer l (equal depths).
         length_predictor: add a classifier of the target length (for non-autoregressive
             decoding) over lengths 0 … ``max_len``.
+        alignment: the decoder cross-attentions' alignment: ``content`` (default),
+            location-aware or forward attention (:mod:`selfattn.attention.alignment`).
     """
 
     def __init__(
@@ -131,6 +134,7 @@ class Seq2SeqTransformer(nn.Module):
         output: OutputKind = "vocab",
         cross_layers: CrossLayers = "last",
         length_predictor: bool = False,
+        alignment: AlignmentConfig | None = None,
     ) -> None:
         super().__init__()
         _check_options(
@@ -171,7 +175,7 @@ class Seq2SeqTransformer(nn.Module):
         self.encoder: BlockStack = ENCODER_STACKS[encoder_kind](
             replace(encoder, max_len=encoder.max_len + 2)
         )
-        self.decoder = Decoder(replace(decoder, max_len=decoder.max_len + 2))
+        self.decoder = Decoder(replace(decoder, max_len=decoder.max_len + 2), alignment=alignment)
         self.out_proj: nn.Linear | None = None
         self.pointer: PointerAttention | None = None
         self.eos_proj: nn.Linear | None = None

@@ -26,7 +26,8 @@ def build_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSp
     ``share_weights``, dropouts, the Conformer's ``window_k``. The decoder
     (:func:`~selfattn.models.seq2seq.decoder_like`) shares all of it but attention, which
     is dense and includes itself (incremental decoding keeps a KV cache), and its depth is
-    ``seq2seq.decoder_layers``. ``model.architecture = "rnn"`` builds the RNN
+    ``seq2seq.decoder_layers``; its cross-attention keeps ``seq2seq.alignment``.
+    ``model.architecture = "rnn"`` builds the RNN
     encoder–decoder instead (:func:`build_rnn_seq2seq`).
 
     Raises:
@@ -41,6 +42,11 @@ def build_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSp
             f"or 'rnn', got {model.architecture!r} (an encoder the decoder can cross-attend to)"
         )
     check_fields(model, task="seq2seq", text=spec.vocab_size is not None)
+    if seq2seq.alignment != "content" and model.normalizer != "softmax":
+        raise ValueError(
+            f"seq2seq.alignment = {seq2seq.alignment!r} normalises the cross-attention with a "
+            f'softmax: it needs model.normalizer = "softmax", got {model.normalizer!r}'
+        )
     stack = stack_config(model, max_len=spec.max_len)
     encoder = stack if seq2seq.source_positional else replace(stack, positional=None)
     decoder = decoder_like(stack, num_layers=seq2seq.decoder_layers or model.num_layers)
@@ -56,6 +62,7 @@ def build_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSp
         output=seq2seq.output,
         cross_layers=seq2seq.cross_layers,
         length_predictor=seq2seq.nat,
+        alignment=seq2seq.alignment_config(),
     )
     built.spec = spec
     use_dropout_masks(built, model.dropout_masks)
@@ -78,7 +85,8 @@ def build_rnn_seq2seq(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSpec
     ``spec``: ``embed_dim`` words, a bidirectional ``rnn_cell`` encoder of ``num_layers``
     with ``ffn_dim / 2`` per direction, a decoder of ``seq2seq.decoder_layers`` (default
     ``num_layers``) with ``ffn_dim`` units, ``score`` as the match function,
-    ``input_feeding``, ``dropout``; ``seq2seq.share_embeddings`` and ``tie_output``.
+    ``input_feeding``, ``dropout``; ``seq2seq.share_embeddings``, ``tie_output`` and
+    ``alignment`` (with its sizes).
 
     Raises:
         ValueError: a ``[model]`` field the RNN does not read, or a ``[seq2seq]`` setting
@@ -109,6 +117,7 @@ def build_rnn_seq2seq(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSpec
         dropout=model.dropout,
         share_embeddings=seq2seq.share_embeddings,
         tie_output=seq2seq.tie_output,
+        alignment=seq2seq.alignment_config(),
     )
     built.spec = spec
     return built

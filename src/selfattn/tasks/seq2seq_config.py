@@ -8,8 +8,10 @@ tricks of lecture 001 §Training and the default decoding.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
+
+from selfattn.attention.alignment import AlignmentConfig, AlignmentName
 
 OutputName = Literal["vocab", "pointer", "copy"]
 CrossLayersName = Literal["last", "matching"]
@@ -46,6 +48,15 @@ class Seq2SeqConfig:
         guided_sigma: width σ of the guided-attention band, as a fraction of the length.
         coverage: weight of the coverage penalty (attending again to what was already
             attended); 0 disables it.
+        alignment: what the decoder's cross-attention remembers of its previous step
+            (:mod:`selfattn.attention.alignment`): ``content`` (nothing), ``location``
+            (location-aware, Chorowski et al. 2015) or ``forward`` (monotonic forward
+            attention, Zhang et al. 2018); both the transformer's and the RNN's decoder.
+        location_filters: ``location``: k, filters of the convolution over α_{t-1}.
+        location_width: ``location``: r, their width (odd).
+        forward_max_advance: ``forward``: m, the most source positions one decoder step
+            moves on (1: Zhang et al.; more when the source is much longer than the
+            target, e.g. speech frames → digits).
         decoding: default decoding of ``selfattn eval`` / ``predict``.
         beam_size: beam width for ``beam`` decoding.
         length_penalty: α of the beam's length normalisation.
@@ -67,6 +78,10 @@ class Seq2SeqConfig:
     guided_attention: float = 0.0
     guided_sigma: float = 0.2
     coverage: float = 0.0
+    alignment: AlignmentName = "content"
+    location_filters: int = 10
+    location_width: int = 15
+    forward_max_advance: int = 1
     decoding: DecodingName = "greedy"
     beam_size: int = 5
     length_penalty: float = 1.0
@@ -91,3 +106,34 @@ class Seq2SeqConfig:
             raise ValueError(f"seq2seq.max_output_ratio must be > 0, got {self.max_output_ratio}")
         if self.decoding == "nat" and not self.nat:
             raise ValueError("seq2seq.decoding = 'nat' needs seq2seq.nat = true")
+        if self.location_filters < 1:
+            raise ValueError(f"seq2seq.location_filters must be >= 1, got {self.location_filters}")
+        if self.location_width < 1 or self.location_width % 2 == 0:
+            raise ValueError(
+                f"seq2seq.location_width must be odd and >= 1, got {self.location_width}"
+            )
+        if self.forward_max_advance < 1:
+            raise ValueError(
+                f"seq2seq.forward_max_advance must be >= 1, got {self.forward_max_advance}"
+            )
+        defaults = {f.name: f.default for f in fields(self)}
+        for name, kind in _ALIGNMENT_FIELDS.items():
+            if getattr(self, name) != defaults[name] and self.alignment != kind:
+                raise ValueError(
+                    f"seq2seq.{name} is read by seq2seq.alignment = {kind!r} only, but "
+                    f"seq2seq.alignment = {self.alignment!r}"
+                )
+
+    def alignment_config(self) -> AlignmentConfig:
+        """The decoder cross-attention's :class:`AlignmentConfig`."""
+        return AlignmentConfig(
+            self.alignment, self.location_filters, self.location_width, self.forward_max_advance
+        )
+
+
+#: The alignment fields and the one ``seq2seq.alignment`` that reads each.
+_ALIGNMENT_FIELDS = {
+    "location_filters": "location",
+    "location_width": "location",
+    "forward_max_advance": "forward",
+}
