@@ -22,7 +22,7 @@ from selfattn.data.recipes.espeak import ACCENTS
 from selfattn.data.recipes.phones import PHONE_SOURCE, PhoneSpec, phones_builder
 from selfattn.data.types import DataError
 from selfattn.speech.alignment import frame_labels
-from selfattn.speech.features import SAMPLE_RATE
+from selfattn.speech.features import SAMPLE_RATE, num_frames
 
 CONFIG = """run_dir = "{run}"
 
@@ -178,3 +178,7 @@ def test_recipe_trains_and_scores_every_test_frame(
     test = recipe.load().test
     assert len(test) == 2  # the test voices m3 and f2 of one accent
     assert metrics["count"] == sum(len(e.label) for e in test)  # a label per frame
+    # a user's recording is read as the recipe's frames: one vector, one label, per 10 ms
+    soundfile.write(tmp_path / "any.wav", np.random.default_rng(0).normal(0, 0.1, 8000), 16_000)
+    assert main(["predict", str(tmp_path / "run"), str(tmp_path / "any.wav")]) == 0
+    assert len(capsys.readouterr().out.split()) == num_frames(8000, SAMPLE_RATE) == 48
