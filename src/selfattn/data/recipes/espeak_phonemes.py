@@ -91,6 +91,27 @@ def _load_libraries(paths: list[Path]) -> ctypes.CDLL:
     return espeak
 
 
+def _declare(library: ctypes.CDLL) -> None:
+    """The C signatures of the functions called (speak_lib.h), so ctypes converts each
+    argument to its C type (``size_t``, pointers) rather than guessing ``int``."""
+    c_int, c_uint = ctypes.c_int, ctypes.c_uint
+    c_char_p, c_void_p = ctypes.c_char_p, ctypes.c_void_p
+    signatures = {
+        "espeak_Initialize": ([c_int, c_int, c_char_p, c_int], c_int),
+        "espeak_SetSynthCallback": ([_Callback], None),
+        "espeak_SetVoiceByName": ([c_char_p], c_int),
+        "espeak_SetParameter": ([c_int, c_int, c_int], c_int),
+        "espeak_Synth": (
+            [c_void_p, ctypes.c_size_t, c_uint, c_int, c_uint, c_uint, c_void_p, c_void_p],
+            c_int,
+        ),
+        "espeak_Synchronize": ([], c_int),
+    }
+    for name, (arguments, result) in signatures.items():
+        function = getattr(library, name)
+        function.argtypes, function.restype = arguments, result
+
+
 @dataclass
 class _Collected:
     chunks: list[bytes]
@@ -110,6 +131,7 @@ class EspeakPhonemes:
 
     def __init__(self, library: ctypes.CDLL, data_parent: Path) -> None:
         self.library = library
+        _declare(library)
         rate = library.espeak_Initialize(
             _AUDIO_OUTPUT_SYNCHRONOUS,
             0,

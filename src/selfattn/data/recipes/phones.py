@@ -21,6 +21,12 @@ mnemonics (78 seen over these voices) merge into :data:`PHONES`, 45 phones and `
 linking ``r-`` → ``r``; palatal ``;`` → ``j``), pauses (``_``, ``_:``, ``_!``, ``_|``)
 become ``sil``.
 
+espeak-ng's waveform for a text varies a little with what it synthesised before (its
+voicing phase and intonation carry over between calls; the samples before the first
+phoneme are silent, so no audio of one call leaks into the next), so the recipe is
+generated whole, in plan order, by one process; each utterance's timing comes from the
+same call as its audio, whatever came before.
+
 Input: 40 log-mels per frame, normalised per utterance (the speech recipes' front end,
 :func:`~selfattn.speech.frontend.speech_vectors`, without stacking): one 40-vector and
 one label every 10 ms. Generated once and cached as ``CACHE/generated/phones-KEY.npz``.
