@@ -43,6 +43,7 @@ def test_list_shows_origin_size_and_fetched(
         "lra-text",
         "minilm-l6",
         "mnist-5k",
+        "phones-espeak",
         "pos-wsj",
         "qa1",
         "qa1-10k",

@@ -43,16 +43,17 @@ def stack_frames(frames: np.ndarray, stack: int) -> np.ndarray:
     return np.ascontiguousarray(frames[:usable].reshape(-1, stack * frames.shape[1]))
 
 
-def speech_vectors(samples: np.ndarray, sample_rate: int) -> np.ndarray:
-    """``(N,)`` samples at ``sample_rate`` (16 kHz) → ``(L, STACK · N_MELS)`` float32
-    vectors, L = ⌊frames / 3⌋ ≈ 33 a second."""
+def speech_vectors(samples: np.ndarray, sample_rate: int, *, stack: int = STACK) -> np.ndarray:
+    """``(N,)`` samples at ``sample_rate`` (16 kHz) → ``(L, stack · N_MELS)`` float32
+    vectors, L = ⌊frames / stack⌋ ≈ 33 a second with the default ``STACK``; ``stack = 1``
+    keeps every 10 ms frame (frame-level labels: ``phones-espeak``)."""
     if sample_rate != SAMPLE_RATE:
         raise ValueError(f"speech_vectors expects {SAMPLE_RATE} Hz samples, got {sample_rate}")
     frames = log_mel(samples, sample_rate, n_mels=N_MELS).numpy()  # (F, N_MELS)
-    return stack_frames(normalize_utterance(frames), STACK)
+    return stack_frames(normalize_utterance(frames), stack)
 
 
-def speech_vectors_file(path: str | Path) -> np.ndarray:
+def speech_vectors_file(path: str | Path, *, stack: int = STACK) -> np.ndarray:
     """A WAV file (any rate, resampled to 16 kHz) as :func:`speech_vectors`."""
     samples, rate = read_wav(path, sample_rate=SAMPLE_RATE)
-    return speech_vectors(samples, rate)
+    return speech_vectors(samples, rate, stack=stack)

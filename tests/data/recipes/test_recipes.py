@@ -43,6 +43,7 @@ def test_registry_entries_are_complete() -> None:
         "fashion-mnist",
         "digits-espeak",
         "digit-strings-espeak",
+        "phones-espeak",
         "solubility",
         "solubility-logs",
         "karate",

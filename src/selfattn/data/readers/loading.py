@@ -29,6 +29,7 @@ from selfattn.data.readers.formats import (
     read_ts,
 )
 from selfattn.data.readers.label_sets import label_set_targets, read_label_sets
+from selfattn.data.readers.phone_csv import PHONE_CSV_NAME, is_phone_csv, read_phone_csv
 from selfattn.data.readers.stories import is_story_file, read_stories
 from selfattn.data.readers.wav_csv import is_wav_csv, read_wav_csv
 from selfattn.data.recipes import RECIPES
@@ -69,7 +70,10 @@ def load_dataset(
     (:func:`~selfattn.data.readers.label_sets.label_set_targets`). A ``.csv`` whose header is
     ``path,label`` (or a folder holding such a ``labels.csv``) lists WAV files instead,
     read as speech vectors (:func:`~selfattn.data.readers.wav_csv.read_wav_csv`; with
-    ``task="seq2seq"`` the label is the space-separated target).
+    ``task="seq2seq"`` the label is the space-separated target); one whose header is
+    ``path,phones`` (or a folder holding such a ``phones.csv``) pairs each WAV file with
+    a file of one phone label per 10 ms frame (token task,
+    :func:`~selfattn.data.readers.phone_csv.read_phone_csv`).
 
     Args:
         task: the task the caller expects. Needed for seq2seq user data, whose labels
@@ -146,10 +150,18 @@ def _read_user_file(
 ) -> list[Example]:
     if path.is_dir() and (path / "labels.csv").is_file():
         path = path / "labels.csv"  # a folder of WAV files with its labels.csv
+    elif path.is_dir() and (path / PHONE_CSV_NAME).is_file():
+        path = path / PHONE_CSV_NAME  # a folder of WAV files with frame labels
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     suffix = path.suffix.lower()
-    if suffix == ".csv" and is_wav_csv(path):
+    if suffix == ".csv" and is_phone_csv(path):
+        if task not in (None, "token"):
+            raise DataError(
+                f"{path}: path,phones rows are token data (a label per frame), not {task}"
+            )
+        examples = read_phone_csv(path)
+    elif suffix == ".csv" and is_wav_csv(path):
         examples = read_wav_csv(path, seq2seq=task == "seq2seq")
     elif task == "seq2seq" and suffix != ".jsonl":  # .jsonl: label sets, as a sequence
         if suffix == ".npz":

@@ -52,6 +52,8 @@ class InputDescription:
             is inverted (a black digit on white paper reads as MNIST's white on black).
         pixel_tokens: images: the pixels are text tokens ``"0"`` … ``"255"`` (lra-image).
         symmetric: graphs: training listed every edge both ways, so JSON edges are too.
+        stack: speech: 10 ms frames per vector (3: the recipes' 30 ms vectors; 1: every
+            frame, for a model of frame labels).
     """
 
     kind: InputForm
@@ -64,6 +66,7 @@ class InputDescription:
     background: Literal["dark", "light"] = "dark"
     pixel_tokens: bool = False
     symmetric: bool = True
+    stack: int = 3
 
     def expects(self) -> str:
         """``this model reads …: give …``, the end of every wrong-kind message."""

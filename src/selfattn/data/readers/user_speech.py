@@ -18,10 +18,14 @@ from selfattn.data.types import DataError, Example
 from selfattn.speech.features import SAMPLE_RATE, num_frames, read_audio
 from selfattn.speech.frontend import N_MELS, STACK, speech_vectors
 
+#: Frames per vector the front end makes: the recipes' 30 ms vectors, or every 10 ms frame
+#: (frame-level labels: ``phones-espeak``, a user's ``path,phones`` CSV).
+STACKS = (STACK, 1)
 
-def speech_settings() -> dict[str, Any]:
+
+def speech_settings(stack: int = STACK) -> dict[str, Any]:
     """The front end's settings as a checkpoint stores them (and compares them)."""
-    return {"sample_rate": SAMPLE_RATE, "n_mels": N_MELS, "stack": STACK}
+    return {"sample_rate": SAMPLE_RATE, "n_mels": N_MELS, "stack": stack}
 
 
 def is_wav_folder(train: str | None) -> bool:
@@ -37,18 +41,22 @@ def read_speech(path: Path, description: InputDescription, source: str) -> Examp
     (:func:`~selfattn.speech.frontend.speech_vectors_file`).
 
     Returns:
-        An unlabelled example of ``features`` ``(L, STACK · N_MELS)`` float32.
+        An unlabelled example of ``features`` ``(L, stack · N_MELS)`` float32 (the
+        description's ``stack``).
 
     Raises:
-        DataError: not a WAV or FLAC file, no samples, under 45 ms, or vectors of another
+        DataError: not a WAV or FLAC file, no samples, under one vector (45 ms; 25 ms
+            for a frame-level model), or vectors of another
             width than the model reads.
     """
     try:
         samples, _ = read_audio(path, sample_rate=SAMPLE_RATE)
     except FileNotFoundError as err:
         raise DataError(str(err)) from None
-    if num_frames(len(samples), SAMPLE_RATE) < STACK:
-        raise DataError(f"{path}: too short: one speech vector needs 45 ms of audio")
-    vectors = speech_vectors(samples, SAMPLE_RATE)
+    stack = description.stack
+    if num_frames(len(samples), SAMPLE_RATE) < stack:
+        needed = 25 + 10 * (stack - 1)  # one 25 ms window, then 10 ms a further frame
+        raise DataError(f"{path}: too short: one speech vector needs {needed} ms of audio")
+    vectors = speech_vectors(samples, SAMPLE_RATE, stack=stack)
     check_width(path, vectors, description)
     return Example(None, vectors, NO_LABEL, source)

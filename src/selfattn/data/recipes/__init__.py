@@ -33,6 +33,9 @@ so importing it fills the table. A new recipe is a new module here plus one line
   ``karate`` (token task, one graph's nodes): :mod:`.graphs`.
 * ``digits-espeak`` (sequence task, vectors), ``digit-strings-espeak`` (seq2seq, vectors;
   :mod:`.speech`, synthesised by :mod:`.espeak`): spoken digits.
+* ``phones-espeak`` (token task, vectors; :mod:`.phones`, timed by
+  :mod:`.espeak_phonemes`): a phone label per 10 ms frame of WSJ phrases spoken by
+  espeak-ng (the course's HW2).
 * ``qa1``, ``qa2``, ``qa3`` and their ``-10k`` versions (sequence task, text;
   :mod:`.stories`): question answering over generated bAbI-style stories.
 * ``copy``, ``repeat-copy`` (bits task, vectors; :mod:`.bits`): the neural Turing
@@ -53,6 +56,7 @@ from selfattn.data.recipes import (  # noqa: F401
     hull,
     images,
     lra,
+    phones,
     pos,
     reviews,
     speech,

