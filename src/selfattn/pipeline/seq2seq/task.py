@@ -36,6 +36,7 @@ from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregress
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective, encode_batch
 from selfattn.pipeline.seq2seq.scoring import Decoded, bpe_pair, hull_scores, token_error_rate
+from selfattn.pipeline.seq2seq.sequence_level import SequenceLevelObjective
 from selfattn.pipeline.task import (
     EVAL_BATCH_SIZE,
     AttentionFigure,
@@ -57,6 +58,7 @@ class Seq2SeqTask(Task):
     """An output sequence whose length the model decides."""
 
     name = "seq2seq"
+    objectives = ("mle", "mrt", "reinforce")
     options = frozenset(
         {
             "method",
@@ -75,6 +77,13 @@ class Seq2SeqTask(Task):
         self.bpe: Tokenizer | None = None
         self.collator: Seq2SeqCollator | None = None
         self.objective = Seq2SeqObjective(config.seq2seq, config.train.label_smoothing)
+        self.sequence_objective = (
+            None
+            if config.train.objective == "mle"
+            else SequenceLevelObjective(
+                config.train, config.seq2seq, self._output_text, self.objective
+            )
+        )
 
     def data_task(self) -> TaskType:
         return "seq2seq"
@@ -195,7 +204,16 @@ class Seq2SeqTask(Task):
         return build_seq2seq_model(self.config.model, self.config.seq2seq, self.spec)
 
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
-        return self.objective.loss(model, batch, step)
+        if self.sequence_objective is None:
+            return self.objective.loss(model, batch, step)
+        return self.sequence_objective.loss(model, batch, step)
+
+    def _output_text(self, ids: list[int], batch: Seq2SeqBatch, row: int) -> str:
+        """Output ids of example ``row`` of ``batch`` as the detokenised text that
+        :meth:`score` scores (what MRT's and REINFORCE's costs compare)."""
+        assert self.collator is not None
+        words = batch.extended[row] if batch.extended else []
+        return self.detokenize(self.collator.decode_target(ids, words))
 
     def evaluate(
         self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None
