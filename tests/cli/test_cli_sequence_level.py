@@ -13,7 +13,7 @@ import torch
 
 from selfattn.cli.main import main
 from selfattn.pipeline import Predictor
-from selfattn.pipeline.run import prepare
+from selfattn.pipeline.run import inherited_state, prepare
 from selfattn.train.config import load_config
 from selfattn.train.init_from import load_initial_weights
 
@@ -61,3 +61,20 @@ def test_fine_tune_with_mrt_and_reinforce(
     error = capsys.readouterr().err.strip()
     assert "holds another model (differing: model.embed_dim)" in error
     assert len(error.splitlines()) == 1
+
+
+def test_resume_and_init_from_reuse_the_runs_bpe(tmp_path: Path) -> None:
+    """The tokenizers library numbers learned BPE pieces differently from one training to
+    the next; a run that continues or fine-tunes another must read with its ids."""
+    base = tmp_path / "base"
+    config = _config(tmp_path, base, epochs=1)
+    settings = ["data.bpe_vocab_size=24", "model.embed_dim=16", "seq2seq.share_embeddings=true"]
+    assert main(["train", str(config), *[a for s in settings for a in ("--set", s)]]) == 0
+    stored = Predictor(base).task.state()
+    tuned = load_config(config, [*settings, f"train.init_from={base}", "run_dir=y"])
+    assert inherited_state(tuned) == stored
+    assert prepare(tuned, inherited=inherited_state(tuned)).vocabs() == stored
+    resumed = load_config(config, settings)
+    assert inherited_state(resumed, resume=True) == stored
+    other = load_config(config, ["data.bpe_vocab_size=30", f"train.init_from={base}"])
+    assert inherited_state(other) == {}  # other vocabulary settings: learned afresh

@@ -110,6 +110,10 @@ class Task(abc.ABC):
         #: How a user's non-text input becomes an example like the training ones
         #: (:mod:`selfattn.data.readers.user_input`), stored in the checkpoint.
         self.reader: dict[str, Any] = {}
+        #: The stored :meth:`state` of the run this one continues (``--resume``) or starts
+        #: from (``train.init_from``), learned on the same data settings: :meth:`prepare`
+        #: reuses what cannot be learned again identically (the BPE merges' ids).
+        self.inherited: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ data
 

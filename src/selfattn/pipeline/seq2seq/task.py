@@ -111,11 +111,20 @@ class Seq2SeqTask(Task):
         self.input = splits.input
         text = splits.input == "text"
         if text and data.bpe_vocab_size is not None:
-            corpus = [" ".join(e.tokens or ()) for e in splits.train]
-            corpus += [" ".join(e.label) for e in splits.train]
-            self.bpe = train_bpe(
-                corpus, data.bpe_vocab_size, lowercase=data.lowercase, extra_specials=(BOS, EOS)
-            )
+            if self.inherited.get("bpe"):
+                # The tokenizers library numbers the learned pieces in a different order
+                # each time (83 of translate-de-en's 3,998 ids move): the ids the
+                # weights were trained with come from the run itself.
+                self.bpe = Tokenizer.from_str(self.inherited["bpe"])
+            else:
+                corpus = [" ".join(e.tokens or ()) for e in splits.train]
+                corpus += [" ".join(e.label) for e in splits.train]
+                self.bpe = train_bpe(
+                    corpus,
+                    data.bpe_vocab_size,
+                    lowercase=data.lowercase,
+                    extra_specials=(BOS, EOS),
+                )
             bpe = self.bpe
             splits.train, splits.dev, splits.test = (
                 [bpe_pair(e, bpe) for e in part] for part in (splits.train, splits.dev, splits.test)
