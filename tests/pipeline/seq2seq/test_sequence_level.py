@@ -214,6 +214,14 @@ def test_candidates_come_from_decoding_in_eval_mode_and_costs_score_them() -> No
     loss = objective.loss(model, batch, 0)
     assert loss.requires_grad and 0.0 <= loss.item() <= 1.0
 
+    torch.manual_seed(3)
+    reinforce = _objective(TrainConfig(objective="reinforce", sequence_samples=3))
+    loss = reinforce.loss(model, batch, 0)  # reported: the samples' mean cost
+    torch.manual_seed(3)
+    drawn = reinforce.candidates(model, batch)
+    assert len(drawn.ids) == 6  # k per source, repeats kept
+    assert loss.item() == pytest.approx(reinforce.costs(batch, drawn).mean().item(), abs=1e-6)
+
 
 def test_refusals_are_one_line() -> None:
     cases = [

@@ -229,7 +229,11 @@ class SequenceLevelObjective:
                 )
 
     def loss(self, model: Seq2SeqModel, batch: Seq2SeqBatch, step: int) -> Tensor:
-        """Sequence-level loss of ``batch`` (plus ``mle_weight`` × the MLE loss)."""
+        """Sequence-level loss of ``batch`` (plus ``mle_weight`` × the MLE loss).
+
+        MRT's value is the risk (the expected cost under Q); REINFORCE's is the mean cost
+        of its samples, with the gradient of :func:`reinforce_loss`.
+        """
         train = self.train
         candidates = self.candidates(model, batch)
         seq_log_probs = teacher_forced_log_probs(model, batch, candidates)  # (R,)
@@ -240,7 +244,11 @@ class SequenceLevelObjective:
         if train.objective == "mrt":
             loss = minimum_risk(log_probs, cost, mask, train.mrt_alpha)
         else:
-            loss = reinforce_loss(log_probs, -cost, mask)
+            surrogate = reinforce_loss(log_probs, -cost, mask)
+            # Its value says nothing (it is 0 in expectation); report the samples' mean
+            # cost instead, the number REINFORCE lowers, with the surrogate's gradient.
+            mean_cost = (cost * mask).sum() / mask.sum()
+            loss = surrogate + (mean_cost - surrogate).detach()
         if train.mle_weight > 0:
             loss = loss + train.mle_weight * self.mle.loss(model, batch, step)
         return loss
