@@ -17,6 +17,7 @@ from selfattn.pipeline.run import inherited_state, prepare
 from selfattn.train.config import load_config
 from selfattn.train.init_from import load_initial_weights
 
+from .test_cli_own_data import config_file, reviews
 from .test_cli_rnn import _config  # the RNN encoder–decoder on the reversal pairs
 
 
@@ -78,3 +79,13 @@ def test_resume_and_init_from_reuse_the_runs_bpe(tmp_path: Path) -> None:
     assert inherited_state(resumed, resume=True) == stored
     other = load_config(config, ["data.bpe_vocab_size=30", f"train.init_from={base}"])
     assert inherited_state(other) == {}  # other vocabulary settings: learned afresh
+
+
+def test_a_resumed_classifier_reuses_its_bpe(tmp_path: Path) -> None:
+    config = config_file(tmp_path, reviews(tmp_path / "train.csv", 40), data="bpe_vocab_size = 30")
+    assert main(["train", str(config), "--no-progress"]) == 0
+    stored = Predictor(tmp_path / "run").task.state()
+    assert stored["bpe"]
+    inherited = inherited_state(load_config(config), resume=True)
+    assert inherited == stored
+    assert prepare(load_config(config), inherited=inherited).vocabs() == stored
