@@ -52,6 +52,9 @@ TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.
   train.checkpoint_activations=true  recompute each block in backward (less memory)
   train.keep_epochs=N        keep RUN/epoch-E of the last N epochs for selfattn average
   train.distributed=ddp|fsdp under torchrun / --nproc: replicate or shard the model
+  train.init_from=runs/NAME  start from a run's weights (fine-tuning)   train.max_steps=N
+  train.objective=mle|mrt|reinforce  seq2seq: sequence-level training on sampled outputs
+                             (train.sequence_samples=K, train.mrt_alpha=A, train.mle_weight=W)
 """
 
 

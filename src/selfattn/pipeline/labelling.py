@@ -107,7 +107,12 @@ class LabelTask(Task):
         if text and data.bpe_vocab_size is not None:
             # Subwords for sequence tasks (token tasks keep words: labels belong to words).
             sentences = (" ".join(example.tokens or ()) for example in splits.train)
-            self.bpe = train_bpe(sentences, data.bpe_vocab_size, lowercase=data.lowercase)
+            stored = self.inherited.get("bpe")  # a resumed / fine-tuned run's own ids
+            self.bpe = (
+                Tokenizer.from_str(stored)
+                if stored
+                else train_bpe(sentences, data.bpe_vocab_size, lowercase=data.lowercase)
+            )
             splits.train, splits.dev, splits.test = (
                 bpe_retokenize(part, self.bpe, label_sets=self.name == "multilabel")
                 for part in (splits.train, splits.dev, splits.test)

@@ -9,14 +9,17 @@ every example to ``data.max_len`` and builds the vocabularies from the training 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from selfattn.data import RECIPES, batches, load_dataset
 from selfattn.data.batching.splits import DEV_SEED
 from selfattn.pipeline.task import Prepared, Task, task_named
+from selfattn.train.checkpoint import MANIFEST, load_checkpoint
 from selfattn.train.config import Config
 from selfattn.train.distributed import share
 from selfattn.train.loop import TrainResult, train
+from selfattn.train.run_dir import checkpoint_in
 
 # Importing the task modules registers them.
 from selfattn.pipeline import bits as _bits  # noqa: F401  isort: skip
@@ -34,9 +37,30 @@ def declared_task(config: Config) -> str | None:
     return None if recipe is None else recipe.task
 
 
-def prepare(config: Config) -> Prepared:
+def inherited_state(config: Config, *, resume: bool = False) -> dict[str, Any]:
+    """The stored task state of the run ``config`` continues (``resume``: its own
+    ``run_dir/last``) or starts from (``train.init_from``), when that run read the same
+    data with the same vocabulary settings; else ``{}`` (learn them afresh)."""
+    if resume:
+        last = Path(config.run_dir) / "last"
+        if not (last / MANIFEST).is_file():
+            return {}  # the trainer says why there is nothing to resume
+        directory = last
+    elif config.train.init_from is not None:
+        directory = checkpoint_in(config.train.init_from)
+    else:
+        return {}
+    stored = load_checkpoint(directory)
+    same = ("dataset", "bpe_vocab_size", "lowercase", "min_freq", "train_fraction")
+    if any(getattr(stored.config.data, f) != getattr(config.data, f) for f in same):
+        return {}
+    return stored.vocabs
+
+
+def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepared:
     """Load ``config.data.dataset`` for its task type, fit it to ``data.max_len`` and
-    build vocabularies from its training split.
+    build vocabularies from its training split (reusing those of ``inherited``, a stored
+    task state from :func:`inherited_state`, that cannot be learned again identically).
 
     Raises:
         DataError: malformed data, an example longer than ``data.max_len`` (with
@@ -56,6 +80,7 @@ def prepare(config: Config) -> Prepared:
     else:
         task = task_named(name, config)
         splits = task.load_splits()
+    task.inherited = dict(inherited or {})
     notes = task.prepare(splits)
     return Prepared(task, splits, notes)
 
@@ -78,7 +103,7 @@ def run(
     ``log`` receives the notes of :func:`prepare` (a held-out dev set, cut examples)
     before training starts.
     """
-    prepared = prepare(config)
+    prepared = prepare(config, inherited=inherited_state(config, resume=resume))
     if log is not None:
         for note in prepared.notes:
             log(note)

@@ -87,12 +87,22 @@ class Task(abc.ABC):
         options: the keyword options of :meth:`predict`, :meth:`score` and
             :meth:`attention` besides ``truncate`` (seq2seq: the decoding options); any
             other option is refused in one line.
+        objectives: the ``train.objective`` values it trains with; others are refused.
     """
 
     name: ClassVar[str] = ""
     options: ClassVar[frozenset[str]] = frozenset()
+    #: The values of ``train.objective`` it trains with (sequence-level ones: seq2seq).
+    objectives: ClassVar[tuple[str, ...]] = ("mle",)
 
     def __init__(self, config: Config, spec: TaskSpec | None = None) -> None:
+        objective = config.train.objective
+        if objective not in self.objectives:
+            raise ValueError(
+                f'train.objective = "{objective}" trains on decoded output sequences: it is '
+                f"for seq2seq tasks; this dataset is a {self.name} task (choose "
+                f"{', '.join(repr(o) for o in self.objectives)})"
+            )
         self.config = config
         self.spec = spec
         #: ``"text"`` or ``"vectors"``: what the model's inputs are.
@@ -100,6 +110,10 @@ class Task(abc.ABC):
         #: How a user's non-text input becomes an example like the training ones
         #: (:mod:`selfattn.data.readers.user_input`), stored in the checkpoint.
         self.reader: dict[str, Any] = {}
+        #: The stored :meth:`state` of the run this one continues (``--resume``) or starts
+        #: from (``train.init_from``), learned on the same data settings: :meth:`prepare`
+        #: reuses what cannot be learned again identically (the BPE merges' ids).
+        self.inherited: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ data
 

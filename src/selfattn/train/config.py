@@ -28,12 +28,16 @@ from typing import Any, Literal, Union
 
 from selfattn.tasks.config import ModelConfig
 from selfattn.tasks.seq2seq_config import Seq2SeqConfig
+from selfattn.train.sequence_fields import check_sequence_fields
 
 Schedule = Literal["linear", "cosine", "constant"]
 DeviceName = Literal["cpu", "cuda", "auto"]
 DataTask = Literal["auto", "seq2seq", "regression"]
 Overlong = Literal["refuse", "cut"]
 Strategy = Literal["ddp", "fsdp"]
+ObjectiveName = Literal["mle", "mrt", "reinforce"]
+CandidatesName = Literal["sample", "beam", "both"]
+CostName = Literal["auto", "bleu", "token_error"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,24 @@ class TrainConfig:
             optimizer state across them (FSDP2, per block of every stack).
         distributed_timeout: seconds a process waits for the others at a collective
             before the job fails with an error (a rank that died or hangs).
+        max_steps: stop after this many optimizer steps (the schedule decays over them;
+            the last epoch may end early); ``None``: run every epoch.
+        init_from: start from the weights of this run folder (its ``best``) or checkpoint
+            instead of a fresh initialisation (fine-tuning); the run must build the same
+            model with the same vocabularies, else it is refused.
+        objective: what a seq2seq model is trained to do: ``mle`` (teacher-forced
+            likelihood), ``mrt`` (minimum risk training, Shen et al. 2016) or
+            ``reinforce`` (REINFORCE with a leave-one-out baseline); the last two train
+            on the model's own outputs (:mod:`selfattn.pipeline.seq2seq.sequence_level`).
+        sequence_samples: k ≥ 2, candidates drawn per source by ``mrt`` / ``reinforce``.
+        sequence_candidates: ``sample`` (k samples), ``beam`` (beam search's k-best) or
+            ``both`` (deduplicated union); ``reinforce`` needs ``sample``.
+        sequence_cost: ``bleu`` (1 − sentence BLEU), ``token_error`` (edit distance ÷
+            reference length) or ``auto`` (token error for vector sources such as
+            speech, BLEU for text).
+        mrt_alpha: α > 0 of MRT's distribution Q(y) ∝ p(y|x)^α over the candidates.
+        mrt_reference: MRT also puts the reference among the candidates.
+        mle_weight: weight of the usual MLE loss added to the sequence-level one.
     """
 
     epochs: int = 10
@@ -169,8 +191,20 @@ class TrainConfig:
     keep_epochs: int = 0
     distributed: Strategy = "ddp"
     distributed_timeout: float = 300.0
+    max_steps: int | None = None
+    init_from: str | None = None
+    objective: ObjectiveName = "mle"
+    sequence_samples: int = 4
+    sequence_candidates: CandidatesName = "sample"
+    sequence_cost: CostName = "auto"
+    mrt_alpha: float = 5e-3
+    mrt_reference: bool = False
+    mle_weight: float = 0.0
 
     def __post_init__(self) -> None:
+        check_sequence_fields(self)
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"train.max_steps must be >= 1 or none, got {self.max_steps}")
         if self.distributed_timeout <= 0:
             raise ValueError(
                 f"train.distributed_timeout must be > 0, got {self.distributed_timeout}"

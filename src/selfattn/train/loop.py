@@ -61,6 +61,7 @@ from selfattn.train.distributed import (
     unpack,
     world_from_env,
 )
+from selfattn.train.init_from import load_initial_weights
 from selfattn.train.objective import Objective
 from selfattn.train.optim import WarmupDecay, build_optimizer, build_scheduler
 from selfattn.train.progress import Progress, ProgressMode, StopOnSignal
@@ -276,6 +277,11 @@ class Trainer:
             configure_threads(train_config.threads)
         seed_everything(train_config.seed)
         model = self.objective.build().to(self.device)
+        initialised_from = None
+        if last is None and train_config.init_from is not None:  # resuming reads `last`
+            initialised_from = load_initial_weights(
+                model, train_config.init_from, self.config, self.spec, self.vocabs
+            )
         if train_config.checkpoint_activations and not enable_activation_checkpointing(model):
             raise ValueError(
                 f"train.checkpoint_activations = true: architecture "
@@ -323,6 +329,8 @@ class Trainer:
             check_world_size(self.dist.size, self.config.data.batch_size, state["steps_per_epoch"])
             state["world_size"] = self.dist.size
         total_steps = state["steps_per_epoch"] * train_config.epochs
+        if train_config.max_steps is not None:
+            total_steps = min(total_steps, train_config.max_steps)
         scheduler = build_scheduler(optimizer, train_config, total_steps)
         parts = _Parts(model, optimizer, scheduler, scaler, loss, epoch_rng)
         if checkpoint is not None:
@@ -338,6 +346,8 @@ class Trainer:
         self._stop = StopOnSignal(self._console.notice)
         with self._console, self._stop:
             self._console.say(self._opening(state, resumed=last is not None))
+            if initialised_from is not None:
+                self._console.say(f"starting from the weights of {initialised_from}")
             if last is not None and trained_by != self.dist.size:
                 self._console.say(
                     f"resuming a run of {plural(trained_by, 'process')} with "
@@ -408,7 +418,7 @@ class Trainer:
         """Run the remaining epochs, appending each one's metrics line to ``history``."""
         epochs = self.config.train.epochs
         for epoch in range(state["epoch"], epochs):
-            if state["stopped_early"]:
+            if state["stopped_early"] or self._steps_done(state):
                 break
             batches: Iterable[Any]
             if state["batch"]:  # resuming mid-epoch
@@ -478,6 +488,8 @@ class Trainer:
         epochs, steps = self.config.train.epochs, state["steps_per_epoch"]
         parts.model.train()
         for item in batches:
+            if self._steps_done(state):  # train.max_steps ends this epoch early
+                break
             batch, counts = unpack(item)  # a rank's empty share of a batch counts 0
             batch = batch.to(self.device)
             totals = self._step(parts, batch, state["step"], counts)
@@ -560,6 +572,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ bookkeeping
 
+    def _steps_done(self, state: dict[str, Any]) -> bool:
+        """Whether ``train.max_steps`` optimizer steps have been taken."""
+        max_steps = self.config.train.max_steps
+        return max_steps is not None and state["step"] >= max_steps
+
     def _mid_epoch_save_due(self, state: dict[str, Any]) -> bool:
         """Whether ``train.checkpoint_every`` asks for a save now (the epoch's end saves anyway)."""
         if state["batch"] >= state["steps_per_epoch"]:
@@ -637,9 +654,15 @@ class Trainer:
             if self.device.type == "cpu":
                 where += f", {plural(torch.get_num_threads(), 'thread')}"
             where += self.dist.describe()
+            max_steps = self.config.train.max_steps
+            limit = (
+                f" (stopping at train.max_steps = {max_steps})"
+                if max_steps is not None and max_steps < epochs * state["steps_per_epoch"]
+                else ""
+            )
             return (
                 f"training {self.run_dir}: {plural(epochs, 'epoch')} of "
-                f"{plural(state['steps_per_epoch'], 'step')} on {where}"
+                f"{plural(state['steps_per_epoch'], 'step')}{limit} on {where}"
             )
         if state["stopped_early"] or state["epoch"] >= epochs:
             why = "stopped early" if state["stopped_early"] else f"train.epochs is {epochs}"

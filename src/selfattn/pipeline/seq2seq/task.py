@@ -37,6 +37,7 @@ from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregress
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective, encode_batch
 from selfattn.pipeline.seq2seq.scoring import Decoded, bpe_pair, hull_scores, token_error_rate
+from selfattn.pipeline.seq2seq.sequence_level import SequenceLevelObjective
 from selfattn.pipeline.set_metrics import set_scores
 from selfattn.pipeline.task import (
     EVAL_BATCH_SIZE,
@@ -59,6 +60,7 @@ class Seq2SeqTask(Task):
     """An output sequence whose length the model decides."""
 
     name = "seq2seq"
+    objectives = ("mle", "mrt", "reinforce")
     options = frozenset(
         {
             "method",
@@ -77,6 +79,13 @@ class Seq2SeqTask(Task):
         self.bpe: Tokenizer | None = None
         self.collator: Seq2SeqCollator | None = None
         self.objective = Seq2SeqObjective(config.seq2seq, config.train.label_smoothing)
+        self.sequence_objective = (
+            None
+            if config.train.objective == "mle"
+            else SequenceLevelObjective(
+                config.train, config.seq2seq, self._output_text, self.objective
+            )
+        )
 
     def data_task(self) -> TaskType:
         return "seq2seq"
@@ -104,11 +113,20 @@ class Seq2SeqTask(Task):
         self.input = splits.input
         text = splits.input == "text"
         if text and data.bpe_vocab_size is not None:
-            corpus = [" ".join(e.tokens or ()) for e in splits.train]
-            corpus += [" ".join(e.label) for e in splits.train]
-            self.bpe = train_bpe(
-                corpus, data.bpe_vocab_size, lowercase=data.lowercase, extra_specials=(BOS, EOS)
-            )
+            if self.inherited.get("bpe"):
+                # The tokenizers library numbers the learned pieces in a different order
+                # each time (83 of translate-de-en's 3,998 ids move): the ids the
+                # weights were trained with come from the run itself.
+                self.bpe = Tokenizer.from_str(self.inherited["bpe"])
+            else:
+                corpus = [" ".join(e.tokens or ()) for e in splits.train]
+                corpus += [" ".join(e.label) for e in splits.train]
+                self.bpe = train_bpe(
+                    corpus,
+                    data.bpe_vocab_size,
+                    lowercase=data.lowercase,
+                    extra_specials=(BOS, EOS),
+                )
             bpe = self.bpe
             splits.train, splits.dev, splits.test = (
                 [bpe_pair(e, bpe) for e in part] for part in (splits.train, splits.dev, splits.test)
@@ -197,7 +215,16 @@ class Seq2SeqTask(Task):
         return build_seq2seq_model(self.config.model, self.config.seq2seq, self.spec)
 
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
-        return self.objective.loss(model, batch, step)
+        if self.sequence_objective is None:
+            return self.objective.loss(model, batch, step)
+        return self.sequence_objective.loss(model, batch, step)
+
+    def _output_text(self, ids: list[int], batch: Seq2SeqBatch, row: int) -> str:
+        """Output ids of example ``row`` of ``batch`` as the detokenised text that
+        :meth:`score` scores (what MRT's and REINFORCE's costs compare)."""
+        assert self.collator is not None
+        words = batch.extended[row] if batch.extended else []
+        return self.detokenize(self.collator.decode_target(ids, words))
 
     def evaluate(
         self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None

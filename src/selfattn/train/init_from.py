@@ -1,0 +1,87 @@
+"""Fine-tuning: start a run from another run's weights (``train.init_from``).
+
+The usual road to sequence-level training (lecture 003; Shen et al. 2016 §4 start MRT
+from an MLE-trained model): train with likelihood, then go on from those weights with
+``train.objective = "mrt"``. Only the weights are taken, not the optimizer, schedule or
+counters: the new run is a new run. A run that builds another model, or reads its data
+with other vocabularies, is refused in one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from selfattn.tasks.model import TaskSpec
+from selfattn.train.checkpoint import load_checkpoint
+from selfattn.train.config import Config
+from selfattn.train.run_dir import checkpoint_in
+
+#: The ``[seq2seq]`` fields that shape the model (the others are training or decoding).
+SEQ2SEQ_MODEL_FIELDS = (
+    "output",
+    "decoder_layers",
+    "share_embeddings",
+    "tie_output",
+    "cross_layers",
+    "source_positional",
+    "nat",
+)
+
+
+def load_initial_weights(
+    model: nn.Module,
+    path: str | Path,
+    config: Config,
+    spec: TaskSpec,
+    vocabs: dict[str, Any],
+) -> Path:
+    """Copy the weights of the run or checkpoint ``path`` into ``model``.
+
+    Args:
+        model: the freshly built model of ``config``.
+        path: a run folder (its ``best``, else ``last``) or a checkpoint folder.
+        config: this run's configuration.
+        spec: this run's task spec.
+        vocabs: this run's vocabularies (what its checkpoints will store).
+
+    Returns:
+        The checkpoint folder the weights came from.
+
+    Raises:
+        ValueError: one line: no checkpoint at ``path``; a different ``[model]`` section,
+            model-shaping ``[seq2seq]`` field, task spec or vocabulary; weights that do
+            not fit the model.
+    """
+    directory = checkpoint_in(path)
+    checkpoint = load_checkpoint(directory)
+    stored = checkpoint.config
+    differ = [
+        f"model.{name}"
+        for name, value in vars(config.model).items()
+        if getattr(stored.model, name) != value
+    ]
+    differ += [
+        f"seq2seq.{name}"
+        for name in SEQ2SEQ_MODEL_FIELDS
+        if getattr(stored.seq2seq, name) != getattr(config.seq2seq, name)
+    ]
+    if checkpoint.spec is not None and checkpoint.spec != spec:
+        differ.append("the task spec (vocabulary sizes, classes, max_len)")
+    if checkpoint.vocabs != vocabs:
+        differ.append("the vocabularies (data, data.bpe_vocab_size or data.train_fraction)")
+    if differ:
+        raise ValueError(
+            f"train.init_from = {str(path)!r}: {directory} holds another model (differing: "
+            f"{', '.join(differ)}); fine-tune with the run's own model and data settings"
+        )
+    missing, unexpected = model.load_state_dict(checkpoint.model_state, strict=False)
+    if missing or unexpected:
+        names = [*missing, *unexpected][:3]
+        raise ValueError(
+            f"train.init_from = {str(path)!r}: the weights of {directory} do not fit the "
+            f"model ({', '.join(names)} …)"
+        )
+    return directory
