@@ -21,9 +21,9 @@ a model of either reads the other's files.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
+from selfattn.data.readers.wav_csv import has_header, two_cell_rows
 from selfattn.data.types import DataError, Example
 
 PHONE_CSV_HEADER = ("path", "phones")
@@ -33,12 +33,7 @@ PHONE_CSV_NAME = "phones.csv"
 
 def is_phone_csv(path: Path) -> bool:
     """Whether ``path`` is a CSV whose header row is ``path,phones``."""
-    try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            first = next(csv.reader(handle), [])
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return False  # not ours: the other CSV readers say what is wrong with it
-    return tuple(cell.strip().lower() for cell in first) == PHONE_CSV_HEADER
+    return has_header(path, PHONE_CSV_HEADER)
 
 
 def is_phone_folder(train: str | None) -> bool:
@@ -92,37 +87,30 @@ def read_phone_csv(path: Path) -> list[Example]:
     from selfattn.speech.frontend import speech_vectors
 
     examples = []
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        for line, row in enumerate(csv.reader(handle), start=1):
-            if line == 1 or not any(cell.strip() for cell in row):
-                continue
-            where = f"{path}:{line}"
-            if len(row) != 2:
-                raise DataError(f"{where}: expected 2 cells (path,phones), got {len(row)}")
-            audio_name, labels_name = (cell.strip() for cell in row)
-            if not audio_name or not labels_name:
-                raise DataError(f"{where}: empty {'path' if not audio_name else 'phones'} cell")
-            audio, label_file = path.parent / audio_name, path.parent / labels_name
-            if not audio.is_file():
-                raise DataError(f"{where}: no such audio file {audio}")
-            if not label_file.is_file():
-                raise DataError(f"{where}: no such phone-label file {label_file}")
-            try:
-                samples, _ = read_audio(audio, sample_rate=SAMPLE_RATE)
-            except DataError as err:
-                raise DataError(f"{where}: {err}") from None
-            frames = num_frames(len(samples), SAMPLE_RATE)
-            if frames == 0:
-                raise DataError(
-                    f"{where}: {audio} is too short: {1000 * len(samples) / SAMPLE_RATE:.1f} "
-                    "ms of audio, one frame needs 25 ms"
-                )
-            labels = read_phone_labels(label_file)
-            if len(labels) != frames:
-                raise DataError(
-                    f"{where}: {label_file} has {len(labels)} phone labels but {audio} has "
-                    f"{frames} frames (25 ms windows every 10 ms); give one label a frame"
-                )
-            features = speech_vectors(samples, SAMPLE_RATE, stack=1)
-            examples.append(Example(None, features, tuple(labels), where))
+    for where, (audio_name, labels_name) in two_cell_rows(path, PHONE_CSV_HEADER):
+        if not audio_name or not labels_name:
+            raise DataError(f"{where}: empty {'path' if not audio_name else 'phones'} cell")
+        audio, label_file = path.parent / audio_name, path.parent / labels_name
+        if not audio.is_file():
+            raise DataError(f"{where}: no such audio file {audio}")
+        if not label_file.is_file():
+            raise DataError(f"{where}: no such phone-label file {label_file}")
+        try:
+            samples, _ = read_audio(audio, sample_rate=SAMPLE_RATE)
+        except DataError as err:
+            raise DataError(f"{where}: {err}") from None
+        frames = num_frames(len(samples), SAMPLE_RATE)
+        if frames == 0:
+            raise DataError(
+                f"{where}: {audio} is too short: {1000 * len(samples) / SAMPLE_RATE:.1f} "
+                "ms of audio, one frame needs 25 ms"
+            )
+        labels = read_phone_labels(label_file)
+        if len(labels) != frames:
+            raise DataError(
+                f"{where}: {label_file} has {len(labels)} phone labels but {audio} has "
+                f"{frames} frames (25 ms windows every 10 ms); give one label a frame"
+            )
+        features = speech_vectors(samples, SAMPLE_RATE, stack=1)
+        examples.append(Example(None, features, tuple(labels), where))
     return examples

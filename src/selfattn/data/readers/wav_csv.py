@@ -10,6 +10,7 @@ vectors.
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 
 from selfattn.data.types import DataError, Example
@@ -19,12 +20,17 @@ WAV_CSV_HEADER = ("path", "label")
 
 def is_wav_csv(path: Path) -> bool:
     """Whether ``path`` is a CSV whose header row is ``path,label``."""
+    return has_header(path, WAV_CSV_HEADER)
+
+
+def has_header(path: Path, header: tuple[str, ...]) -> bool:
+    """Whether ``path`` is a CSV whose first row is ``header`` (any case, spaces stripped)."""
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             first = next(csv.reader(handle), [])
-    except (UnicodeDecodeError, csv.Error):
-        return False  # not ours: the label,text reader reports what is wrong with it
-    return tuple(cell.strip().lower() for cell in first) == WAV_CSV_HEADER
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return False  # not ours: the other CSV readers say what is wrong with it
+    return tuple(cell.strip().lower() for cell in first) == header
 
 
 def read_wav_csv(path: Path, *, seq2seq: bool = False) -> list[Example]:
@@ -41,25 +47,35 @@ def read_wav_csv(path: Path, *, seq2seq: bool = False) -> list[Example]:
     from selfattn.speech.frontend import speech_vectors_file
 
     examples = []
+    for where, (wav, label) in two_cell_rows(path, WAV_CSV_HEADER):
+        if not label:
+            raise DataError(f"{where}: empty label")
+        file = path.parent / wav
+        if not file.is_file():
+            raise DataError(f"{where}: no such WAV file {file}")
+        try:
+            features = speech_vectors_file(file)
+        except DataError as err:
+            raise DataError(f"{where}: {err}") from None
+        if len(features) == 0:
+            raise DataError(f"{where}: {file} is too short (under 45 ms)")
+        target: tuple[str, ...] | str = tuple(label.split()) if seq2seq else label
+        examples.append(Example(None, features, target, where))
+    return examples
+
+
+def two_cell_rows(path: Path, header: tuple[str, str]) -> Iterator[tuple[str, tuple[str, str]]]:
+    """The ``(path:line, (first, second))`` rows of a two-column CSV after its header row,
+    cells stripped, blank rows skipped.
+
+    Raises:
+        DataError: ``path:line: problem`` for a row without two cells (naming ``header``).
+    """
     with path.open(encoding="utf-8-sig", newline="") as handle:
         for line, row in enumerate(csv.reader(handle), start=1):
             if line == 1 or not any(cell.strip() for cell in row):
                 continue
             where = f"{path}:{line}"
             if len(row) != 2:
-                raise DataError(f"{where}: expected 2 cells (path,label), got {len(row)}")
-            wav, label = (cell.strip() for cell in row)
-            if not label:
-                raise DataError(f"{where}: empty label")
-            file = path.parent / wav
-            if not file.is_file():
-                raise DataError(f"{where}: no such WAV file {file}")
-            try:
-                features = speech_vectors_file(file)
-            except DataError as err:
-                raise DataError(f"{where}: {err}") from None
-            if len(features) == 0:
-                raise DataError(f"{where}: {file} is too short (under 45 ms)")
-            target: tuple[str, ...] | str = tuple(label.split()) if seq2seq else label
-            examples.append(Example(None, features, target, where))
-    return examples
+                raise DataError(f"{where}: expected 2 cells ({','.join(header)}), got {len(row)}")
+            yield where, (row[0].strip(), row[1].strip())

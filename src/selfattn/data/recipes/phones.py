@@ -57,7 +57,7 @@ from selfattn.data.recipes.espeak import (
 )
 from selfattn.data.recipes.espeak_phonemes import EspeakPhonemes
 from selfattn.data.recipes.pos import WSJ_SOURCE
-from selfattn.data.recipes.speech import DEV_VARIANTS, TEST_VARIANTS, split_by_voice
+from selfattn.data.recipes.speech import DEV_VARIANTS, TEST_VARIANTS, delivery, split_by_voice
 from selfattn.data.registry import Recipe, register
 from selfattn.data.types import DataError, DatasetSplits, Example
 from selfattn.speech.alignment import SILENCE, frame_labels
@@ -230,14 +230,7 @@ def plan(spec: PhoneSpec, pools: tuple[list[str], list[str], list[str]]) -> list
                     PhoneUtterance(
                         voice=f"{accent}+{variant}",
                         text=pool[int(rng.integers(len(pool)))],
-                        speed=int(rng.integers(spec.speed[0], spec.speed[1] + 1)),
-                        pitch=int(rng.integers(spec.pitch[0], spec.pitch[1] + 1)),
-                        snr_db=float(rng.uniform(*spec.snr_db)),
-                        pad=(
-                            int(rng.integers(spec.pad_ms[0], spec.pad_ms[1] + 1)),
-                            int(rng.integers(spec.pad_ms[0], spec.pad_ms[1] + 1)),
-                        ),
-                        noise_seed=int(rng.integers(2**32)),
+                        **delivery(rng, spec),
                     )
                 )
     return out

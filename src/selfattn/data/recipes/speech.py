@@ -30,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 from tqdm import tqdm
@@ -93,6 +94,35 @@ class Utterance:
     noise_seed: int
 
 
+class DeliveryRanges(Protocol):
+    """The ranges a recipe draws each utterance's delivery from (:func:`delivery`)."""
+
+    @property
+    def speed(self) -> tuple[int, int]: ...
+    @property
+    def pitch(self) -> tuple[int, int]: ...
+    @property
+    def snr_db(self) -> tuple[float, float]: ...
+    @property
+    def pad_ms(self) -> tuple[int, int]: ...
+
+
+def delivery(rng: np.random.Generator, ranges: DeliveryRanges) -> dict[str, Any]:
+    """How one utterance is said: ``speed``, ``pitch``, ``snr_db``, ``pad`` (ms before,
+    after) and ``noise_seed``, drawn from ``rng`` in this order, which the generated
+    recipes' contents depend on."""
+    return {
+        "speed": int(rng.integers(ranges.speed[0], ranges.speed[1] + 1)),
+        "pitch": int(rng.integers(ranges.pitch[0], ranges.pitch[1] + 1)),
+        "snr_db": float(rng.uniform(*ranges.snr_db)),
+        "pad": (
+            int(rng.integers(ranges.pad_ms[0], ranges.pad_ms[1] + 1)),
+            int(rng.integers(ranges.pad_ms[0], ranges.pad_ms[1] + 1)),
+        ),
+        "noise_seed": int(rng.integers(2**32)),
+    }
+
+
 def plan(spec: SpokenSpec) -> list[Utterance]:
     """Every utterance of ``spec``, voice by voice (accents outer, variants inner)."""
     out = []
@@ -113,14 +143,7 @@ def plan(spec: SpokenSpec) -> list[Utterance]:
                         voice=f"{accent}+{variant}",
                         label=label,
                         text=text,
-                        speed=int(rng.integers(spec.speed[0], spec.speed[1] + 1)),
-                        pitch=int(rng.integers(spec.pitch[0], spec.pitch[1] + 1)),
-                        snr_db=float(rng.uniform(*spec.snr_db)),
-                        pad=(
-                            int(rng.integers(spec.pad_ms[0], spec.pad_ms[1] + 1)),
-                            int(rng.integers(spec.pad_ms[0], spec.pad_ms[1] + 1)),
-                        ),
-                        noise_seed=int(rng.integers(2**32)),
+                        **delivery(rng, spec),
                     )
                 )
     return out
