@@ -59,6 +59,29 @@ def test_static_cache_reorders_rows_as_beam_search_does() -> None:
     torch.testing.assert_close(rest, full[:, 4:], rtol=0, atol=1e-12)
 
 
+def test_reorder_moves_rows_in_place_as_a_selection_would() -> None:
+    """On the CPU a reorder that keeps the row count rewrites the buffers in place (no
+    new allocation per beam step) and holds exactly what selecting the rows gives, for
+    swaps, repeats and chains of reorders; one that drops rows selects a new buffer."""
+    generator = torch.Generator().manual_seed(0)
+    cache = KVCache(capacity=8)
+    keys, values = torch.randn(5, 2, 6, 3, generator=generator), torch.randn(5, 2, 6, 3)
+    cache.append(keys[:, :, :4], values[:, :, :4])
+    expected_keys, expected_values = keys[:, :, :4], values[:, :, :4]
+    buffer = cache.key.untyped_storage().data_ptr()  # type: ignore[union-attr]
+    for index in ([4, 0, 0, 3, 1], [0, 1, 2, 3, 4], [1, 0, 3, 2, 2], [2, 2, 2, 2, 2]):
+        rows = torch.tensor(index)
+        cache.reorder(rows)
+        expected_keys, expected_values = expected_keys[rows], expected_values[rows]
+        assert torch.equal(cache.key, expected_keys) and torch.equal(cache.value, expected_values)
+        assert cache.key.untyped_storage().data_ptr() == buffer  # type: ignore[union-attr]
+    cache.append(keys[:, :, 4:5], values[:, :, 4:5])  # later steps write after the moved rows
+    assert torch.equal(cache.key[:, :, :4], expected_keys)  # type: ignore[index]
+    cache.reorder(torch.tensor([3, 1]))
+    assert torch.equal(cache.key[:, :, :4], expected_keys[[3, 1]])  # type: ignore[index]
+    assert cache.key.untyped_storage().data_ptr() != buffer  # type: ignore[union-attr]
+
+
 def test_reorder_without_memory_keeps_the_cross_attention_caches() -> None:
     """Beams re-ranked within their example read the same source: moving only the
     self-attention rows gives the result of moving everything."""
