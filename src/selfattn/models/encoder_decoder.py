@@ -7,14 +7,20 @@ whose decoding state is a key/value cache) and the RNN encoder–decoder with at
 sampling ask the model for a fresh :class:`DecodingState`, hand it back to every
 :meth:`EncoderDecoder.decode` call, and move its rows with :meth:`DecodingState.reorder`
 when beams are re-ranked or finished rows dropped.
+
+What the two families share is here too: the teacher-forced ``forward``
+(:class:`TeacherForcing`) and the initialisation of their word embeddings
+(:func:`token_embedding`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from torch import Tensor
+import torch
+from torch import Tensor, nn
 
+from selfattn.data.specials import PAD_ID
 from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqOutput
 
 
@@ -76,3 +82,43 @@ class EncoderDecoder(Protocol):
     def predict_length(self, encoded: EncodedSource) -> Tensor:
         """``(B, max_len + 1)`` target-length logits (non-autoregressive decoding)."""
         ...
+
+
+class TeacherForcing(nn.Module):
+    """``forward`` of an :class:`EncoderDecoder`: encode, then decode every position of
+    ``target_in`` (teacher forcing), as training and scoring run it."""
+
+    def forward(
+        self,
+        source: Tensor,
+        source_padding: Tensor,
+        target_in: Tensor,
+        *,
+        target_padding: Tensor | None = None,
+        copy_ids: Tensor | None = None,
+        num_extended: int = 0,
+        need_weights: bool = False,
+    ) -> Seq2SeqOutput:
+        """``(B, S)`` ids or ``(B, S, F)`` vectors, their ``(B, S)`` padding and the
+        ``(B, T)`` decoder inputs → next-token log-probabilities ``(B, T, V)``."""
+        model = cast(EncoderDecoder, self)
+        encoded = model.encode(source, source_padding, copy_ids=copy_ids)
+        return model.decode(
+            target_in,
+            encoded,
+            target_padding=target_padding,
+            need_weights=need_weights,
+            num_extended=num_extended,
+        )
+
+
+def token_embedding(rows: int, embed_dim: int) -> nn.Embedding:
+    """A word table of N(0, 1/E) rows and a zero padding row: scaled by √E on input they
+    have unit size, and a tied output projection starts with logits of unit scale
+    (Vaswani et al. 2017, §3.4), not the √E-times larger ones of PyTorch's N(0, 1)
+    default, which saturate the softmax."""
+    embedding = nn.Embedding(rows, embed_dim, padding_idx=PAD_ID)
+    nn.init.normal_(embedding.weight, std=embed_dim**-0.5)
+    with torch.no_grad():
+        embedding.weight[PAD_ID].zero_()
+    return embedding

@@ -41,7 +41,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.match import RNN_SCORES as RNN_SCORES  # re-exported
 from selfattn.attention.match import MatchAttention
-from selfattn.data.specials import NUM_SPECIALS, PAD_ID, UNK_ID
+from selfattn.data.specials import NUM_SPECIALS, UNK_ID
+from selfattn.models.encoder_decoder import TeacherForcing, token_embedding
 from selfattn.models.seq2seq_outputs import (
     EncodedSource,
     Seq2SeqAttentionMaps,
@@ -91,7 +92,7 @@ class RecurrentState:
             self.alignment = self.alignment.index_select(0, index)
 
 
-class RNNSeq2Seq(nn.Module):
+class RNNSeq2Seq(TeacherForcing):
     """Embedding → bidirectional RNN encoder → attentive RNN decoder → vocabulary.
 
     Args:
@@ -161,12 +162,12 @@ class RNNSeq2Seq(nn.Module):
         self.cell, self.input_feeding = cell, input_feeding
         self.embed_scale = math.sqrt(embed_dim)
         self.source_embed: nn.Module = (
-            _embedding(source_vocab_size, embed_dim)
+            token_embedding(source_vocab_size, embed_dim)
             if source_vocab_size is not None
             else nn.Linear(source_feature_dim or 0, embed_dim)
         )
         self.target_embed = (
-            self.source_embed if share_embeddings else _embedding(target_vocab_size, embed_dim)
+            self.source_embed if share_embeddings else token_embedding(target_vocab_size, embed_dim)
         )
         rnn = RNN_CELLS[cell]
         self.encoder = rnn(
@@ -375,27 +376,6 @@ class RNNSeq2Seq(nn.Module):
 
     # ------------------------------------------------------------------ whole batches
 
-    def forward(
-        self,
-        source: Tensor,
-        source_padding: Tensor,
-        target_in: Tensor,
-        *,
-        target_padding: Tensor | None = None,
-        copy_ids: Tensor | None = None,
-        num_extended: int = 0,
-        need_weights: bool = False,
-    ) -> Seq2SeqOutput:
-        """Teacher forcing: encode, then decode every position of ``target_in``."""
-        encoded = self.encode(source, source_padding, copy_ids=copy_ids)
-        return self.decode(
-            target_in,
-            encoded,
-            target_padding=target_padding,
-            need_weights=need_weights,
-            num_extended=num_extended,
-        )
-
     @torch.no_grad()
     def attention_maps(
         self,
@@ -424,12 +404,3 @@ class RNNSeq2Seq(nn.Module):
         )
         assert out.cross_attentions is not None
         return Seq2SeqAttentionMaps([], [], out.cross_attentions)
-
-
-def _embedding(rows: int, dim: int) -> nn.Embedding:
-    """N(0, 1/E) rows (unit size once scaled by √E), zero padding row, as the Transformer."""
-    embedding = nn.Embedding(rows, dim, padding_idx=PAD_ID)
-    nn.init.normal_(embedding.weight, std=dim**-0.5)
-    with torch.no_grad():
-        embedding.weight[PAD_ID].zero_()
-    return embedding

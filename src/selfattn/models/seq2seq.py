@@ -39,11 +39,13 @@ from torch import Tensor, nn
 from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.cache import DecoderCache
 from selfattn.data.specials import BOS_ID as BOS_ID  # re-exported: decoding reads it here
-from selfattn.data.specials import EOS_ID, NUM_SPECIALS, PAD_ID, UNK_ID
+from selfattn.data.specials import EOS_ID, NUM_SPECIALS, UNK_ID
+from selfattn.data.specials import PAD_ID as PAD_ID  # re-exported: decoding reads it here
 from selfattn.models.config import StackConfig
 from selfattn.models.conformer import Conformer
 from selfattn.models.decoder import Decoder
 from selfattn.models.encoder import BlockStack, Encoder
+from selfattn.models.encoder_decoder import TeacherForcing, token_embedding
 from selfattn.models.seq2seq_outputs import (
     EncodedSource,
     Seq2SeqAttentionMaps,
@@ -91,7 +93,7 @@ class PointerAttention(nn.Module):
         return scores.masked_fill(padding[:, None, :], float("-inf"))
 
 
-class Seq2SeqTransformer(nn.Module):
+class Seq2SeqTransformer(TeacherForcing):
     """Source embedding → encoder stack → :class:`Decoder` → output layer.
 
     Args:
@@ -156,21 +158,15 @@ class Seq2SeqTransformer(nn.Module):
         self.embed_scale = math.sqrt(embed_dim)
         self.source_embed: nn.Module
         if source_vocab_size is not None:
-            self.source_embed = nn.Embedding(source_vocab_size, embed_dim, padding_idx=PAD_ID)
+            self.source_embed = token_embedding(source_vocab_size, embed_dim)
         else:
             assert source_feature_dim is not None
             self.source_embed = nn.Linear(source_feature_dim, embed_dim)
-        if isinstance(self.source_embed, nn.Embedding):
-            _init_embedding(self.source_embed, embed_dim)
         # Pointer mode embeds only the specials; positions reuse the source vectors.
         target_rows = NUM_SPECIALS if output == "pointer" else target_vocab_size
         self.target_embed = (
-            self.source_embed
-            if share_embeddings
-            else nn.Embedding(target_rows, embed_dim, padding_idx=PAD_ID)
+            self.source_embed if share_embeddings else token_embedding(target_rows, embed_dim)
         )
-        if not share_embeddings:
-            _init_embedding(self.target_embed, embed_dim)
         # BOS / EOS on top of the longest sequence.
         self.encoder: BlockStack = ENCODER_STACKS[encoder_kind](
             replace(encoder, max_len=encoder.max_len + 2)
@@ -397,27 +393,6 @@ class Seq2SeqTransformer(nn.Module):
         mixed = mixed.scatter_add(-1, index, attention * (1.0 - p_gen))
         return Seq2SeqOutput(mixed.clamp(min=_TINY).log(), pointer_attention=attention)
 
-    def forward(
-        self,
-        source: Tensor,
-        source_padding: Tensor,
-        target_in: Tensor,
-        *,
-        target_padding: Tensor | None = None,
-        copy_ids: Tensor | None = None,
-        num_extended: int = 0,
-        need_weights: bool = False,
-    ) -> Seq2SeqOutput:
-        """Teacher forcing: encode, then decode every position of ``target_in`` at once."""
-        encoded = self.encode(source, source_padding, copy_ids=copy_ids)
-        return self.decode(
-            target_in,
-            encoded,
-            target_padding=target_padding,
-            need_weights=need_weights,
-            num_extended=num_extended,
-        )
-
     @torch.no_grad()
     def attention_maps(
         self,
@@ -506,13 +481,3 @@ def _check_options(
             "share_embeddings needs text on both sides with one vocabulary size, got "
             f"source {source_vocab_size} and target {target_vocab_size}"
         )
-
-
-def _init_embedding(embedding: nn.Module, embed_dim: int) -> None:
-    """N(0, 1/E) rows, zero padding row: scaled by √E on input they have unit size, and a
-    tied output projection starts with logits of unit scale (Vaswani et al. 2017, §3.4),
-    not the √E-times larger ones of PyTorch's N(0, 1) default, which saturate the softmax."""
-    assert isinstance(embedding, nn.Embedding)
-    nn.init.normal_(embedding.weight, std=embed_dim**-0.5)
-    with torch.no_grad():
-        embedding.weight[PAD_ID].zero_()
