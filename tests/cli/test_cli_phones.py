@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +18,9 @@ import pytest
 import soundfile
 
 from selfattn.cli.main import main
-from selfattn.data.recipes import RECIPES
+from selfattn.data.recipes import RECIPES, Recipe
 from selfattn.data.recipes.espeak import ACCENTS
-from selfattn.data.recipes.phones import PHONE_SOURCE, PhoneSpec, phones_builder
-from selfattn.data.types import DataError
+from selfattn.data.recipes.phones import PhoneSpec, phones_builder
 from selfattn.speech.alignment import frame_labels
 from selfattn.speech.features import SAMPLE_RATE, num_frames
 
@@ -165,12 +165,12 @@ def test_missing_files_and_empty_labels_are_refused(
 
 
 def test_recipe_trains_and_scores_every_test_frame(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fetched: Callable[[str], Recipe],
 ) -> None:
-    try:
-        PHONE_SOURCE.fetch()
-    except DataError as err:
-        pytest.skip(f"espeak-ng or the WSJ text cannot be fetched here ({err})")
+    fetched("phones-espeak")
     small = PhoneSpec(per_voice=1, accents=ACCENTS[:1])
     recipe = dataclasses.replace(RECIPES["phones-espeak"], build=phones_builder(small))
     monkeypatch.setitem(RECIPES, "phones-espeak", recipe)

@@ -7,13 +7,13 @@ builder; skipped where espeak-ng or the WSJ text cannot be fetched.
 from __future__ import annotations
 
 import itertools
-import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from selfattn.data.recipes import RECIPES
+from selfattn.data.recipes import RECIPES, Recipe
 from selfattn.data.recipes.espeak import ACCENTS
 from selfattn.data.recipes.espeak_phonemes import EspeakPhonemes
 from selfattn.data.recipes.phones import (
@@ -34,14 +34,10 @@ from selfattn.speech.features import SAMPLE_RATE
 SMALL = PhoneSpec(per_voice=1, accents=ACCENTS[:1])
 
 
-@pytest.fixture(scope="module")
-def paths() -> list[Path]:
-    if not PHONE_SOURCE.is_fetched() and not shutil.which("apt-get"):
-        pytest.skip("needs apt-get (Debian / Ubuntu) to fetch espeak-ng")
-    try:
-        return PHONE_SOURCE.fetch()
-    except DataError as err:
-        pytest.skip(f"espeak-ng or the WSJ text cannot be fetched here ({err})")
+@pytest.fixture
+def paths(fetched: Callable[[str], Recipe]) -> list[Path]:
+    fetched("phones-espeak")  # skips, naming why, only where espeak-ng cannot be fetched
+    return PHONE_SOURCE.fetch()
 
 
 def test_phrases_are_short_runs_of_words() -> None:
