@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from selfattn.attention.packed_linear import PackedLinears
+
 
 @dataclass
 class KVCache:
@@ -39,6 +41,9 @@ class KVCache:
         alignment: a cross-attention that reads its previous step's weights (location-
             aware or forward attention, :mod:`selfattn.attention.alignment`): ``(B, H, S)``
             the last step's alignment, else ``None``.
+        linears: the decode's packed weights (:class:`PackedLinears`, shared by every cache
+            of one :class:`DecoderCache`), through which the attention and the block's
+            feed-forward layers project a step's rows; ``None``: plain ``nn.Linear``.
     """
 
     key: Tensor | None = None
@@ -46,6 +51,7 @@ class KVCache:
     static: bool = False
     capacity: int | None = None
     alignment: Tensor | None = None
+    linears: PackedLinears | None = field(default=None, repr=False)
     _buffers: tuple[Tensor, Tensor] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -177,7 +183,11 @@ class DecoderCache:
             :meth:`memory_mask` first found it (``None``: no source has padding).
         vocab_weight: ``(E, V)`` the model's vocabulary projection laid out for a step's
             few rows, made on the first step (the weights do not change while decoding;
-            see ``Seq2SeqTransformer._vocab_logits``), else ``None``.
+            see ``Seq2SeqTransformer._vocab_logits``), else ``None``; used where
+            ``linears`` cannot pack.
+        linears: the decoder's weights (attention projections, feed-forward layers and
+            the vocabulary projection), packed on first use for a step's few rows
+            (:mod:`selfattn.attention.packed_linear`); every layer's caches share it.
     """
 
     capacity: int | None = None
@@ -185,11 +195,17 @@ class DecoderCache:
     offset: int = 0
     memory_padding: Tensor | None = None
     vocab_weight: Tensor | None = field(default=None, repr=False)
+    linears: PackedLinears = field(default_factory=PackedLinears, repr=False)
 
     def layer(self, index: int) -> tuple[KVCache, KVCache]:
         """The caches of block application ``index``, created empty on first use."""
         while len(self.layers) <= index:
-            self.layers.append((KVCache(capacity=self.capacity), KVCache(static=True)))
+            self.layers.append(
+                (
+                    KVCache(capacity=self.capacity, linears=self.linears),
+                    KVCache(static=True, linears=self.linears),
+                )
+            )
         return self.layers[index]
 
     def memory_mask(self, padding: Tensor) -> Tensor | None:

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from selfattn.attention.cache import KVCache
 from selfattn.attention.normalizers import NormalizerFn
+from selfattn.attention.packed_linear import plain
 from selfattn.attention.scores import AdditiveScore, ScoreFn, default_scale
 from selfattn.kernels.base import AttentionKernel, default_scores
 from selfattn.kernels.dense import DenseKernel
@@ -178,16 +179,24 @@ class MultiHeadAttention(nn.Module):
             )
         if cache is not None:
             self.kernel.require("cache")
-        q = self._split_heads(self.q_proj(query), self.num_heads)  # (B, H, T, D)
         reuse = cache is not None and cache.static and cache.key is not None
+        linears = None if cache is None else cache.linears
+        if linears is not None and key is None and value is None:  # a decoding step's own
+            q, k, v = linears.stacked((self.q_proj, self.k_proj, self.v_proj), query)
+        else:
+            project = plain if linears is None else linears
+            q = project(self.q_proj, query)
+            if not reuse:  # a memory's keys and values: projected once per decode, plainly
+                key = query if key is None else key
+                value = key if value is None else value
+                k, v = self.k_proj(key), self.v_proj(value)
+        q = self._split_heads(q, self.num_heads)  # (B, H, T, D)
         if reuse:
             assert cache is not None and cache.key is not None and cache.value is not None
             k, v = cache.key, cache.value  # (B, Hk, S, D), projected on the first step
         else:
-            key = query if key is None else key
-            value = key if value is None else value
-            k = self._split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hk, S, D)
-            v = self._split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hk, S, D)
+            k = self._split_heads(k, self.num_kv_heads)  # (B, Hk, S, D)
+            v = self._split_heads(v, self.num_kv_heads)  # (B, Hk, S, D)
 
         relative = self.positional
         wants_weights = need_weights or (relative is not None and relative.needs_weights)
@@ -222,7 +231,8 @@ class MultiHeadAttention(nn.Module):
             term = relative.value_term(weights, q_pos, k_pos)
             if term is not None:
                 out = out + term
-        out = self.out_proj(out.transpose(1, 2).flatten(2))  # (B, T, H·D) → (B, T, E)
+        out = out.transpose(1, 2).flatten(2)  # (B, T, H·D)
+        out = self.out_proj(out) if linears is None else linears(self.out_proj, out)
         if not need_weights or weights is None:
             return out, None
         return out, weights.mean(dim=1) if average_weights else weights

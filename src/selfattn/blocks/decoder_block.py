@@ -147,7 +147,8 @@ class DecoderBlock(ResidualBlock):
             cache=None if cache is None else cache[1],
         )
         x = self.add_and_norm(x, self._dropout(self.dropout2, attended), self.norm2)
-        transformed = self.feedforward(self.sublayer_input(x, self.norm3))
+        linears = None if cache is None else cache[0].linears  # the decode's packed weights
+        transformed = self.feedforward(self.sublayer_input(x, self.norm3), linears)
         x = self.add_and_norm(x, self._dropout(self.dropout3, transformed), self.norm3)
         if self_weights is None or cross_weights is None:
             return x, None

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from selfattn.attention.packed_linear import PackedLinears, plain
+
 ActivationName = Literal["relu", "gelu", "swiglu"]
 
 
@@ -97,12 +99,19 @@ class FeedForward(nn.Module):
         self.out_proj = nn.Linear(ffn_dim, embed_dim, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """Args: x ``(B, L, E)``. Returns ``(B, L, E)``."""
-        hidden = self.activation.function(self.in_proj(x))  # (B, L, ffn_dim)
+    def forward(self, x: Tensor, linears: PackedLinears | None = None) -> Tensor:
+        """Args:
+            x: ``(B, L, E)``.
+            linears: a decode's packed weights (incremental decoding's few rows), or None.
+
+        Returns:
+            ``(B, L, E)``.
+        """
+        project = linears if linears is not None else plain
+        hidden = self.activation.function(project(self.in_proj, x))  # (B, L, ffn_dim)
         if self.gate_proj is not None:
-            hidden = hidden * self.gate_proj(x)
-        return self.out_proj(self.dropout(hidden))
+            hidden = hidden * project(self.gate_proj, x)
+        return project(self.out_proj, self.dropout(hidden))
 
     def extra_repr(self) -> str:
         return f"activation={self.activation_name!r}"

@@ -1,0 +1,142 @@
+"""Linear layers for a decoding step's few rows, with each weight laid out once per decode.
+
+A cached decoding step multiplies a handful of rows (the batch, or batch × beam) by every
+weight matrix of the decoder and by the vocabulary projection. With so few rows the
+product is bound by reading the weight, and a general matrix product re-lays out (packs)
+the weight on every call. PyTorch's oneDNN linear takes a weight packed ahead of time
+(``torch.ops.mkldnn._reorder_linear_weight``, the op Inductor's CPU backend uses for
+frozen weights), so a decode packs each weight once and reuses it for every step.
+
+Measured on this project's CPU (AMD EPYC, 1 thread, fp32; ``F.linear`` runs MKL there):
+
+* the 256 → 8,000 vocabulary projection at 8 rows: 0.34 ms, against 0.81 ms for
+  ``F.linear`` and 1.48 ms for MKL with the weight laid out ``(E, V)``;
+* the feed-forward layers 256 → 1,024 and 1,024 → 256: about 30 % faster from 4 rows up,
+  ~10 µs slower at 1 row;
+* 256 → 256 projections: no faster on their own, but the query, key and value
+  projections stacked as one 256 → 768 product take 50 µs against 3 × 20 µs at 8 rows.
+
+A row's result must not depend on the other rows of its step, or a decode would change
+when rows that ended leave the batch (tests/decoding/test_static_cache.py checks that
+exactly). oneDNN's products keep each row's result whatever the row count; MKL's do not
+(1 row, 2–3 rows and 4 or more give three different roundings). So the rule is per
+decode, not per call: a decode that has only ever had one row (batch-1 greedy) keeps
+MKL's one-row products, faster here (the vocabulary projection by an ``(E, V)`` copy of
+the weight: 0.14 ms against oneDNN's 0.15 ms hot, 0.6 against 1.0 ms cold); once a
+decode has had more than one row, every product of a step goes through packed weights.
+The result is the same product with another summation order (float32 rounding, ~1e-6
+relative).
+
+The packed path applies on the CPU to float32 inputs without autograd, when this PyTorch
+build has oneDNN; anything else (float64, CUDA, gradients) runs ``F.linear`` unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+_ROWS_HINT = 8  # the row count oneDNN lays the weight out for; any row count is accepted
+
+
+def _available() -> bool:
+    ops = torch.ops.mkldnn
+    return (
+        torch.backends.mkldnn.is_available()
+        and hasattr(ops, "_reorder_linear_weight")
+        and hasattr(ops, "_linear_pointwise")
+    )
+
+
+_AVAILABLE = _available()
+
+
+def packable(x: Tensor, weight: Tensor) -> bool:
+    """Whether ``x @ weight.T`` may take the packed path: CPU, float32, no autograd."""
+    return (
+        _AVAILABLE
+        and bool(torch.backends.mkldnn.enabled)
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+    )
+
+
+def plain(layer: nn.Linear, x: Tensor) -> Tensor:
+    """``layer(x)``: what a layer does outside a decode (the unpacked counterpart of
+    :meth:`PackedLinears.__call__`)."""
+    return layer(x)
+
+
+class PackedLinears:
+    """The packed weights of the linear layers one decode has used (made on first use).
+
+    A decode's weights do not change, so each layer's weight is packed once; a new decode
+    (a new :class:`~selfattn.attention.cache.DecoderCache`) packs afresh.
+    """
+
+    def __init__(self) -> None:
+        self._packed: dict[nn.Linear | tuple[nn.Linear, ...], _Packed] = {}
+        self._many_rows = False  # has this decode had more than one row?
+        self._usable: bool | None = None  # packable inputs, decided on the first call
+
+    def applies(self, x: Tensor, weight: Tensor) -> bool:
+        """Whether ``x`` times ``weight`` takes the packed path: :func:`packable`, and this
+        decode has had more than one row (``x`` included)."""
+        if not self._many_rows:
+            if x.numel() <= x.shape[-1]:
+                return False
+            self._many_rows = True
+        if self._usable is None:  # device and dtype: the same for every step of a decode
+            self._usable = packable(x.detach(), weight.detach())
+        return self._usable and not (
+            torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
+        )
+
+    def __call__(self, layer: nn.Linear, x: Tensor) -> Tensor:
+        """``layer(x)`` for ``x`` ``(..., in)``: by the packed weight when it
+        :meth:`applies`, else ``F.linear``."""
+        if not self.applies(x, layer.weight):
+            return F.linear(x, layer.weight, layer.bias)
+        entry = self._packed.get(layer)
+        if entry is None:
+            entry = self._packed[layer] = _pack((layer,))
+        return torch.ops.mkldnn._linear_pointwise(x, entry.weight, entry.bias, "none", [], "")
+
+    def stacked(self, layers: tuple[nn.Linear, ...], x: Tensor) -> tuple[Tensor, ...]:
+        """``tuple(layer(x) for layer in layers)`` for layers that read the same input (a
+        self-attention's query, key and value projections), as one product by their weights
+        stacked and packed once."""
+        if not self.applies(x, layers[0].weight):
+            return tuple(F.linear(x, layer.weight, layer.bias) for layer in layers)
+        entry = self._packed.get(layers)
+        if entry is None:
+            entry = self._packed[layers] = _pack(layers)
+        out = torch.ops.mkldnn._linear_pointwise(x, entry.weight, entry.bias, "none", [], "")
+        return out.split(entry.sizes, dim=-1)
+
+
+class _Packed(NamedTuple):
+    weight: Tensor  # oneDNN's layout of the stacked (out, in) weights
+    bias: Tensor | None
+    sizes: list[int]  # each layer's out_features
+
+
+def _pack(layers: tuple[nn.Linear, ...]) -> _Packed:
+    """The weights of ``layers`` (same input size and dtype) stacked and packed."""
+    weights = [layer.weight.detach() for layer in layers]
+    weight = weights[0] if len(weights) == 1 else torch.cat(weights)
+    bias = None
+    if any(layer.bias is not None for layer in layers):
+        bias = torch.cat(
+            [
+                layer.bias.detach() if layer.bias is not None else w.new_zeros(w.shape[0])
+                for layer, w in zip(layers, weights, strict=True)
+            ]
+        )
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight, _ROWS_HINT)
+    return _Packed(packed, bias, [w.shape[0] for w in weights])
