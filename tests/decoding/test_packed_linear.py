@@ -65,16 +65,24 @@ def test_stacked_projections_are_the_separate_ones() -> None:
 
 
 def test_a_one_row_decode_keeps_the_plain_product() -> None:
-    """Batch-1 greedy multiplies by MKL's one-row product (bit for bit ``F.linear``) until
-    the decode has a second row; from then on every product is packed, one row or more."""
-    layer = _layer(256, 1024)
+    """Batch-1 greedy multiplies by MKL's one-row products until the decode has a second
+    row: ``F.linear`` bit for bit, except a widening layer (out > in), which reads an
+    ``(in, out)`` copy of its weight; from then on every product is packed."""
+    narrowing, widening = _layer(1024, 256), _layer(256, 1024)
     linears = PackedLinears()
-    one = torch.randn(1, 256)
+    one = torch.randn(1, 1, 256)
     with torch.no_grad():
-        assert torch.equal(linears(layer, one), F.linear(one, layer.weight, layer.bias))
-        assert not linears.applies(one, layer.weight)
-        linears(layer, torch.randn(3, 256))
-        assert linears.applies(one, layer.weight)
+        wide = linears(widening, one)
+        laid_out = widening.weight.t().contiguous()
+        assert torch.equal(wide[0], torch.addmm(widening.bias, one[0], laid_out))
+        torch.testing.assert_close(wide, F.linear(one, widening.weight, widening.bias))
+        hidden = torch.randn(1, 1, 1024)
+        assert torch.equal(
+            linears(narrowing, hidden), F.linear(hidden, narrowing.weight, narrowing.bias)
+        )
+        assert not linears.applies(one, widening.weight)
+        linears(widening, torch.randn(3, 256))
+        assert linears.applies(one, widening.weight)
 
 
 @pytest.mark.parametrize(

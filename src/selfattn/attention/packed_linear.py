@@ -66,6 +66,11 @@ def packable(x: Tensor, weight: Tensor) -> bool:
     )
 
 
+def _tracked(x: Tensor, layer: nn.Linear) -> bool:
+    """Whether autograd records ``layer(x)`` (then only ``F.linear`` will do)."""
+    return torch.is_grad_enabled() and (x.requires_grad or layer.weight.requires_grad)
+
+
 def plain(layer: nn.Linear, x: Tensor) -> Tensor:
     """``layer(x)``: what a layer does outside a decode (the unpacked counterpart of
     :meth:`PackedLinears.__call__`)."""
@@ -83,6 +88,7 @@ class PackedLinears:
         self._packed: dict[nn.Linear | tuple[nn.Linear, ...], _Packed] = {}
         self._many_rows = False  # has this decode had more than one row?
         self._usable: bool | None = None  # packable inputs, decided on the first call
+        self._transposed: dict[nn.Linear, Tensor] = {}  # one-row decodes' widening layers
 
     def applies(self, x: Tensor, weight: Tensor) -> bool:
         """Whether ``x`` times ``weight`` takes the packed path: :func:`packable`, and this
@@ -99,13 +105,27 @@ class PackedLinears:
 
     def __call__(self, layer: nn.Linear, x: Tensor) -> Tensor:
         """``layer(x)`` for ``x`` ``(..., in)``: by the packed weight when it
-        :meth:`applies`, else ``F.linear``."""
+        :meth:`applies`; in a one-row decode on the CPU, a widening layer (more outputs
+        than inputs) by an ``(in, out)`` copy of its weight; else ``F.linear``."""
         if not self.applies(x, layer.weight):
-            return F.linear(x, layer.weight, layer.bias)
+            if self._many_rows or layer.out_features <= layer.in_features or _tracked(x, layer):
+                return F.linear(x, layer.weight, layer.bias)
+            return self._widening(layer, x)
         entry = self._packed.get(layer)
         if entry is None:
             entry = self._packed[layer] = _pack((layer,))
         return torch.ops.mkldnn._linear_pointwise(x, entry.weight, entry.bias, "none", [], "")
+
+    def _widening(self, layer: nn.Linear, x: Tensor) -> Tensor:
+        """``layer(x)`` for one row by the weight laid out ``(in, out)``, made once."""
+        if x.device.type != "cpu":
+            return F.linear(x, layer.weight, layer.bias)
+        weight = self._transposed.get(layer)
+        if weight is None:
+            weight = self._transposed[layer] = layer.weight.detach().t().contiguous()
+        rows = x.reshape(-1, layer.in_features)
+        out = rows @ weight if layer.bias is None else torch.addmm(layer.bias, rows, weight)
+        return out.view(*x.shape[:-1], layer.out_features)
 
     def stacked(self, layers: tuple[nn.Linear, ...], x: Tensor) -> tuple[Tensor, ...]:
         """``tuple(layer(x) for layer in layers)`` for layers that read the same input (a
