@@ -36,7 +36,10 @@ the embeddings, the attention weights, each sub-layer's output, the feed-forward
 layer and before the head (18 masks per step at 4 layers); ``bert`` is BERT's placement,
 ``model.ffn_dropout = 0`` and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM
 draws); ``bert-uniform`` adds ``model.dropout_masks = "uniform"`` (masks thresholded from
-``torch.rand`` noise, :mod:`selfattn.attention.dropout`). torch's layers follow ours'
+``torch.rand`` noise, :mod:`selfattn.attention.dropout`); ``bert-uniform-onednn`` adds
+``model.linear_layers = "onednn"`` (the linear layers' forward and input gradient by
+oneDNN's linear, :class:`selfattn.attention.packed_linear.OneDNNLinear`; not a dropout
+placement, but the same kind of documented, non-default choice). torch's layers follow ours'
 placement (its ``dropout`` module is the feed-forward hidden one; the head is ours) with
 PyTorch's masks; HF is the same model in every row. ``--clock cpu`` times each step by
 this process's CPU time: at 1 thread on a busy machine the other processes barely count.
@@ -73,6 +76,7 @@ from torch import Tensor, nn
 from selfattn.data.types import Batch
 from selfattn.runtime import machine_busy_seconds
 from selfattn.tasks import ModelConfig, TaskModel, build_model
+from selfattn.tasks.linear_layers import use_linear_layers
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
 SIDES = ("ours", "torch", "hf")
@@ -81,6 +85,12 @@ PLACEMENTS: dict[str, dict[str, Any]] = {
     "default": {},
     "bert": {"ffn_dropout": 0.0, "head_dropout": 0.0},
     "bert-uniform": {"ffn_dropout": 0.0, "head_dropout": 0.0, "dropout_masks": "uniform"},
+    "bert-uniform-onednn": {
+        "ffn_dropout": 0.0,
+        "head_dropout": 0.0,
+        "dropout_masks": "uniform",
+        "linear_layers": "onednn",
+    },
 }
 
 
@@ -155,6 +165,7 @@ class TorchTokenModel(nn.Module):
             theirs.dropout.p = block.feedforward.dropout.p  # ours' placement
         self.head = copy.deepcopy(ours.head)
         self.head.dropout = nn.Dropout(ours.head.dropout.p)  # torch's masks on this side
+        use_linear_layers(self, "torch")  # and torch's linear layers
 
     def forward(self, batch: Batch) -> Tensor:
         mask = batch.key_padding_mask
@@ -362,7 +373,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=list(PLACEMENTS),
         help="ours' dropout placement: default (ModelConfig's), bert "
         "(model.ffn_dropout = model.head_dropout = 0), bert-uniform (and "
-        'model.dropout_masks = "uniform")',
+        'model.dropout_masks = "uniform"), bert-uniform-onednn (and '
+        'model.linear_layers = "onednn")',
     )
     parser.add_argument(
         "--clock",
@@ -397,7 +409,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{transformers.__version__}"
     )
     header = (
-        f"{'size':>5} {'placement':>12} {'thr':>3} {'B x L':>9} {'ours tok/s':>11} "
+        f"{'size':>5} {'placement':>19} {'thr':>3} {'B x L':>9} {'ours tok/s':>11} "
         f"{'torch tok/s':>12} {'HF tok/s':>9} {'ours/torch':>11} {'ours/HF':>8}  notes"
     )
     print(header)
@@ -429,7 +441,7 @@ def print_row(
         notes.append(f"noisy: other processes used {row['foreign']:.1f} cores")
     ours, ref, hf = row["ours"], row["torch"], row["hf"]
     print(
-        f"{name:>5} {placement:>12} {threads:>3} {batch:>4} x {length:<4}"
+        f"{name:>5} {placement:>19} {threads:>3} {batch:>4} x {length:<4}"
         f"{ours:>11.0f} {ref:>12.0f} {hf:>9.0f} {ours / ref:>11.2f} "
         f"{ours / hf:>8.2f}  " + "; ".join(notes),
         flush=True,

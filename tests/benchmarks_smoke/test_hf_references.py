@@ -115,7 +115,24 @@ def test_train_throughput_reports_both_placements(capsys: pytest.CaptureFixture[
     bench.main(argv("--sizes tiny --shapes 2x16 --vocab 300 --steps 1 --warmup 0 --threads 1"))
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     table = [row for row in rows if row[:1] == ["tiny"] and row[1] in bench.PLACEMENTS]
-    assert [row[1] for row in table] == ["default", "bert", "bert-uniform"]
+    assert [row[1] for row in table] == [
+        "default",
+        "bert",
+        "bert-uniform",
+        "bert-uniform-onednn",
+    ]
+
+
+def test_the_onednn_row_trains_ours_by_onednn_and_the_twin_by_torch() -> None:
+    bench = load("train_throughput")
+    ours = bench.build_ours(bench.SIZES["tiny"], 50, 16, 0.1, "bert-uniform-onednn")
+    twin = bench.TorchTokenModel(ours, bench.SIZES["tiny"], 0.1)
+    linears = {type(m).__name__ for m in ours.modules() if isinstance(m, torch.nn.Linear)}
+    assert linears == {"OneDNNLinear"}
+    assert {type(m) for m in twin.modules() if isinstance(m, torch.nn.Linear)} <= {
+        torch.nn.Linear,
+        torch.nn.modules.linear.NonDynamicallyQuantizableLinear,
+    }
 
 
 def test_bert_placement_drops_what_bert_drops() -> None:

@@ -85,6 +85,7 @@ CHANGES: dict[str, list[Case]] = {
     "ffn_dropout": [({}, {"ffn_dropout": 0.0})],
     "head_dropout": [({}, {"head_dropout": 0.0})],
     "dropout_masks": [({}, {"dropout_masks": "uniform"})],
+    "linear_layers": [({}, {"linear_layers": "onednn"})],
 }
 TEXT_FIELDS = {"char_features", "char_dim", "word_dropout"}
 IMAGE_FIELDS = {"patch_size", "grid_positional"}

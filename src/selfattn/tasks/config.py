@@ -15,6 +15,7 @@ from selfattn.attention.scores import SCORES
 from selfattn.blocks.config import kernel_takes_dropout
 from selfattn.kernels import KERNELS
 from selfattn.positional import GRID_POSITIONAL, POSITIONAL
+from selfattn.tasks.linear_layers import LINEAR_LAYERS, LinearLayers
 
 Architecture = Literal[
     "transformer",
@@ -53,6 +54,7 @@ _EVERY_ARCHITECTURE = frozenset(
         "grid_positional",
         "head_dropout",
         "dropout_masks",
+        "linear_layers",
     }
 )
 _ATTENTION = frozenset(
@@ -253,6 +255,12 @@ class ModelConfig:
             ``F.dropout``, or ``"uniform"``, a threshold on ``torch.rand`` noise: the same
             distribution, about half the masks' CPU time, another random stream (a run
             does not repeat one trained with the other).
+        linear_layers: the matrix product every linear layer trains with:
+            ``"torch"`` (``F.linear``) or ``"onednn"`` (oneDNN's linear for the forward
+            and input gradient of training steps on the CPU in float32,
+            :class:`~selfattn.attention.packed_linear.OneDNNLinear`: faster on this
+            project's AMD CPU, rounded differently, so a run does not repeat one trained
+            with the other; evaluation and other devices run ``F.linear``).
 
     Each architecture reads the fields of :data:`ARCHITECTURE_FIELDS` (and those every
     one reads); the builders refuse another field set to anything but its default, in one
@@ -296,6 +304,7 @@ class ModelConfig:
     ffn_dropout: float | None = None
     head_dropout: float | None = None
     dropout_masks: DropoutMasks = "bernoulli"
+    linear_layers: LinearLayers = "torch"
 
     def __post_init__(self) -> None:
         for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
@@ -338,6 +347,11 @@ class ModelConfig:
             raise ValueError(
                 f"model.dropout_masks: unknown kind {self.dropout_masks!r}; choose "
                 f"{' or '.join(DROPOUT_MASKS)}"
+            )
+        if self.linear_layers not in LINEAR_LAYERS:
+            raise ValueError(
+                f"model.linear_layers: unknown kind {self.linear_layers!r}; choose "
+                f"{' or '.join(LINEAR_LAYERS)}"
             )
         if not 0.0 <= self.word_dropout < 1.0:
             raise ValueError(f"model.word_dropout must be in [0, 1), got {self.word_dropout}")

@@ -32,6 +32,7 @@ from selfattn.tasks.heads import (
     SequenceRegressor,
     TokenClassifier,
 )
+from selfattn.tasks.linear_layers import use_linear_layers
 from selfattn.tasks.memory import MemoryTaskModel
 from selfattn.tasks.pretrained import PretrainedTaskModel, build_pretrained_model
 from selfattn.tasks.vision import ImageEmbedding, build_image_parts, uses_image
@@ -372,6 +373,7 @@ def build_model(
     else:
         model = TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
     use_dropout_masks(model, config.dropout_masks)
+    use_linear_layers(model, config.linear_layers)
     return model
 
 

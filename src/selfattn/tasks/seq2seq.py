@@ -13,6 +13,7 @@ from selfattn.models.seq2seq import ENCODER_STACKS, Seq2SeqTransformer, decoder_
 from selfattn.tasks.config import ModelConfig, toml_value
 from selfattn.tasks.dropout_masks import use_dropout_masks
 from selfattn.tasks.encoders import stack_config
+from selfattn.tasks.linear_layers import use_linear_layers
 from selfattn.tasks.model import TaskSpec, check_fields
 from selfattn.tasks.seq2seq_config import Seq2SeqConfig
 
@@ -66,6 +67,7 @@ def build_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSp
     )
     built.spec = spec
     use_dropout_masks(built, model.dropout_masks)
+    use_linear_layers(built, model.linear_layers)
     return built
 
 
