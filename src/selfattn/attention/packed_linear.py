@@ -55,14 +55,10 @@ _AVAILABLE = _available()
 
 
 def packable(x: Tensor, weight: Tensor) -> bool:
-    """Whether ``x @ weight.T`` may take the packed path: CPU, float32, no autograd."""
-    return (
-        _AVAILABLE
-        and bool(torch.backends.mkldnn.enabled)
-        and x.device.type == "cpu"
-        and x.dtype == torch.float32
-        and weight.dtype == torch.float32
-        and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+    """Whether ``x @ weight.T`` may take the packed path: :func:`onednn_usable`, and no
+    autograd (a packed weight is a copy, outside the graph)."""
+    return onednn_usable(x, weight) and not (
+        torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
     )
 
 

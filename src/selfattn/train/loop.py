@@ -233,6 +233,14 @@ class Trainer:
                     "train.amp is only used on CUDA; training in float32 on the CPU",
                     stacklevel=2,
                 )
+        if getattr(config.model, "linear_layers", "torch") == "onednn" and (
+            self.device.type != "cpu" or self.amp_dtype is not None
+        ):
+            warnings.warn(
+                f"model.linear_layers = 'onednn' is for float32 training on the CPU; on "
+                f"{self.device.type} the linear layers run PyTorch's F.linear",
+                stacklevel=2,
+            )
         self._console = Progress("off", 0)
         self._stop = StopOnSignal(self._console.notice)
         self.dist = Distributed(World())
