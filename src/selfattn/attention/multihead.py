@@ -181,10 +181,10 @@ class MultiHeadAttention(nn.Module):
             self.kernel.require("cache")
         reuse = cache is not None and cache.static and cache.key is not None
         linears = None if cache is None else cache.linears
+        project = plain if linears is None else linears
         if linears is not None and key is None and value is None:  # a decoding step's own
             q, k, v = linears.stacked((self.q_proj, self.k_proj, self.v_proj), query)
         else:
-            project = plain if linears is None else linears
             q = project(self.q_proj, query)
             if not reuse:  # a memory's keys and values: projected once per decode, plainly
                 key = query if key is None else key
@@ -231,8 +231,7 @@ class MultiHeadAttention(nn.Module):
             term = relative.value_term(weights, q_pos, k_pos)
             if term is not None:
                 out = out + term
-        out = out.transpose(1, 2).flatten(2)  # (B, T, H·D)
-        out = self.out_proj(out) if linears is None else linears(self.out_proj, out)
+        out = project(self.out_proj, out.transpose(1, 2).flatten(2))  # (B, T, H·D) → (B, T, E)
         if not need_weights or weights is None:
             return out, None
         return out, weights.mean(dim=1) if average_weights else weights
