@@ -152,8 +152,9 @@ class TorchStacks(Seq2SeqTask):
         return model
 
 
-def train_one(config: Config, prepared: Any, reference: bool) -> tuple[Path, float]:
-    """Train with the library's loop; returns the run folder and the median step time."""
+def train_one(config: Config, prepared: Any, reference: bool) -> tuple[Path, dict[str, float]]:
+    """Train with the library's loop; returns the run folder and the training's facts:
+    median step time, epochs run, best epoch, whether ``train.max_minutes`` ended it."""
     size, seed = config.data.batch_size, config.train.seed
 
     def train_batches(epoch: int) -> list[Any]:
@@ -172,11 +173,22 @@ def train_one(config: Config, prepared: Any, reference: bool) -> tuple[Path, flo
     )
     result = trainer.run(overwrite=True)
     history = result.history
+    if not history:
+        raise SystemExit(
+            f"{result.run_dir}: no epoch ended within train.max_minutes; nothing to score"
+        )
     steps = [
         line["seconds"] / max(1, line["step"] - previous["step"])
         for previous, line in zip([{"step": 0}, *history], history, strict=False)
     ]
-    return result.run_dir, statistics.median(steps)
+    facts = {
+        "step_s": statistics.median(steps),
+        "epochs": len(history),
+        "best_epoch": result.best["epoch"] if result.best else 0,
+        "train_s": sum(line["seconds"] for line in history),
+        "out_of_time": float(result.out_of_time),
+    }
+    return result.run_dir, facts
 
 
 NAMES = ("selfattn", "torch.nn")
@@ -187,7 +199,7 @@ def measure(name: str, config: Config) -> dict[str, float]:
     """Train one of the two models, decode the test split; its metrics (also saved)."""
     reference = name == "torch.nn"
     prepared = prepare(config)
-    run_dir, step = train_one(config, prepared, reference)
+    run_dir, facts = train_one(config, prepared, reference)
     predictor = Predictor(run_dir, task=TorchStacks if reference else None)
     started = time.perf_counter()
     metrics = predictor.evaluate("test", method="greedy", use_cache=False)
@@ -195,7 +207,7 @@ def measure(name: str, config: Config) -> dict[str, float]:
     if not reference:
         cached = predictor.evaluate("test", method="greedy")
         metrics["cached_sentences_per_s"] = cached["sentences_per_s"]
-    metrics["step_s"] = step
+    metrics.update(facts)
     (run_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return metrics
 

@@ -122,6 +122,8 @@ def test_unknown_key_lists_the_valid_ones(tmp_path: Path) -> None:
         ("data.train_fraction=1.5", r"data\.train_fraction must be in \(0, 1\]"),
         ("train.checkpoint_every=0", r"train\.checkpoint_every must be >= 1 or none, got 0"),
         ("train.checkpoint_every=often", r"train\.checkpoint_every: expected int or none"),
+        ("train.max_minutes=0", r"train\.max_minutes must be > 0 or none, got 0"),
+        ("train.max_minutes=-1.5", r"train\.max_minutes must be > 0 or none, got -1\.5"),
     ],
 )
 def test_bad_values_name_the_field(tmp_path: Path, override: str, message: str) -> None:

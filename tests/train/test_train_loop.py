@@ -6,6 +6,7 @@ import json
 import math
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from selfattn.train import (
     WarmupDecay,
     load_checkpoint,
     load_model,
+    loop,
     train,
 )
 from selfattn.train.loop import TrainingInterrupted
@@ -269,6 +271,68 @@ def test_a_second_ctrl_c_quits_at_once_and_names_the_last_checkpoint(tmp_path: P
     assert "epoch 2, step 0 of 6" in str(info.value)  # the checkpoint of epoch 1's end
     resumed = _run(config, resume=True)
     _assert_same_weights(uninterrupted.model, resumed.model)
+
+
+class _Clock:
+    """A stand-in for ``time`` in the loop whose ``monotonic()`` moves only with optimizer
+    steps (``per_step`` seconds each), so that a time budget ends a run at a known step."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, per_step: float) -> None:
+        self.now = 0.0
+        self.perf_counter = time.perf_counter
+        step = loop.Trainer._step
+
+        def timed_step(trainer: Any, *args: Any, **kwargs: Any) -> Any:
+            self.now += per_step
+            return step(trainer, *args, **kwargs)
+
+        monkeypatch.setattr(loop.Trainer, "_step", timed_step)
+        monkeypatch.setattr(loop, "time", self)
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_time_budget_ends_the_run_before_an_epoch_that_would_pass_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uninterrupted = _run(_config(tmp_path / "full"))
+    _Clock(monkeypatch, per_step=10.0)  # 60 s an epoch
+    config = _config(tmp_path / "run", max_minutes=2.5)
+    # After epoch 1: 60 s + 60 s fits in 150 s; after epoch 2: 120 s + 60 s does not.
+    result = _run(config)
+    assert result.out_of_time and not result.stopped_early
+    assert [line["epoch"] for line in result.history] == [1, 2]
+    err = capsys.readouterr().err
+    assert "stopping after epoch 2: another epoch (~60 s) would pass train.max_minutes = 2.5" in err
+    assert load_checkpoint(config.run_dir / "last").state["epoch"] == 2
+
+    monkeypatch.undo()
+    resumed = _run(config, resume=True)  # a new budget: it ends as an unbudgeted run
+    assert not resumed.out_of_time
+    _assert_same_weights(uninterrupted.model, resumed.model)
+    assert _without_timing(resumed.history) == _without_timing(uninterrupted.history)
+
+
+def test_a_time_budget_passed_within_an_epoch_stops_at_that_step_with_a_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uninterrupted = _run(_config(tmp_path / "full"))
+    _Clock(monkeypatch, per_step=10.0)
+    config = _config(tmp_path / "run", max_minutes=0.5)  # 30 s: passed by batch 4's 40 s
+    result = _run(config)
+    assert result.out_of_time and result.history == [] and result.best is None
+    assert not (config.run_dir / METRICS_FILE).exists() or _metrics(config.run_dir) == []
+    state = load_checkpoint(config.run_dir / "last").state
+    assert (state["epoch"], state["batch"]) == (0, 4)
+    err = capsys.readouterr().err
+    expected = "train.max_minutes = 0.5 passed at epoch 1, step 4 of 6 (that epoch is not scored)"
+    assert expected in err
+
+    monkeypatch.undo()
+    resumed = _run(config, resume=True)
+    _assert_same_weights(uninterrupted.model, resumed.model)
+    assert _without_timing(resumed.history) == _without_timing(uninterrupted.history)
 
 
 def test_resume_drops_metrics_of_lost_epochs(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.
   train.keep_epochs=N        keep RUN/epoch-E of the last N epochs for selfattn average
   train.distributed=ddp|fsdp under torchrun / --nproc: replicate or shard the model
   train.init_from=runs/NAME  start from a run's weights (fine-tuning)   train.max_steps=N
+  train.max_minutes=M        stop within M minutes of training (last saved; --resume goes on)
   train.objective=mle|mrt|reinforce  seq2seq: sequence-level training on sampled outputs
                              (train.sequence_samples=K, train.mrt_alpha=A, train.mle_weight=W)
 """
@@ -110,6 +111,7 @@ def run_train(args: argparse.Namespace) -> int:
         f"{splits.name}: {len(splits.train)} train / {len(splits.dev)} dev / "
         f"{len(splits.test)} test examples; {plural(len(result.history), 'epoch')}"
         + (" (stopped early)" if result.stopped_early else "")
+        + (" (stopped at train.max_minutes; --resume goes on)" if result.out_of_time else "")
     )
     summary = best_epoch_summary(result)
     if summary:

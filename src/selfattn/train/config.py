@@ -154,6 +154,11 @@ class TrainConfig:
             before the job fails with an error (a rank that died or hangs).
         max_steps: stop after this many optimizer steps (the schedule decays over them;
             the last epoch may end early); ``None``: run every epoch.
+        max_minutes: a wall-clock budget for this process's training (fairseq's
+            ``--stop-time-hours``): no epoch starts that the mean epoch time says would
+            end past it, and a step that ends past it stops the run there with ``last``
+            saved (the unfinished epoch is not scored); ``--resume`` goes on with a new
+            budget. The schedule still decays over ``epochs``. ``None``: no budget.
         init_from: start from the weights of this run folder (its ``best``) or checkpoint
             instead of a fresh initialisation (fine-tuning); the run must build the same
             model with the same vocabularies, else it is refused.
@@ -192,6 +197,7 @@ class TrainConfig:
     distributed: Strategy = "ddp"
     distributed_timeout: float = 300.0
     max_steps: int | None = None
+    max_minutes: float | None = None
     init_from: str | None = None
     objective: ObjectiveName = "mle"
     sequence_samples: int = 4
@@ -205,6 +211,8 @@ class TrainConfig:
         check_sequence_fields(self)
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"train.max_steps must be >= 1 or none, got {self.max_steps}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(f"train.max_minutes must be > 0 or none, got {self.max_minutes}")
         if self.distributed_timeout <= 0:
             raise ValueError(
                 f"train.distributed_timeout must be > 0, got {self.distributed_timeout}"

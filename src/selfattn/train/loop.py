@@ -115,6 +115,8 @@ class TrainResult:
         best: the metrics line of the best epoch (``None`` if no epoch ran).
         stopped_early: training stopped for lack of improvement (``patience``).
         run_dir: where checkpoints and metrics are.
+        out_of_time: ``train.max_minutes`` ended the run before ``train.epochs`` (or
+            early stopping); ``--resume`` goes on from ``last``.
     """
 
     model: nn.Module
@@ -122,6 +124,11 @@ class TrainResult:
     best: dict[str, Any] | None
     stopped_early: bool
     run_dir: Path
+    out_of_time: bool = False
+
+
+class _OutOfTime(Exception):
+    """``train.max_minutes`` passed within an epoch; ``last`` was saved at that step."""
 
 
 @dataclass
@@ -246,6 +253,8 @@ class Trainer:
         self.dist = Distributed(World())
         self._last_save = 0.0
         self._saved: str | None = None  # where the loop stood at the last saved `last`
+        self._started = 0.0  # time.monotonic() when this process's epochs began
+        self._out_of_time = False
 
     # ------------------------------------------------------------------ the run
 
@@ -361,9 +370,11 @@ class Trainer:
                     f"resuming a run of {plural(trained_by, 'process')} with "
                     f"{self.dist.size}: the batches are global, so it goes on as before"
                 )
-            self._last_save = time.monotonic()
+            self._last_save = self._started = time.monotonic()
             try:
                 self._epochs(parts, state, history, first_epoch)
+            except _OutOfTime:
+                self._out_of_time = True
             except TrainingInterrupted:
                 raise
             except KeyboardInterrupt:  # a second Ctrl-C, or one outside our handler
@@ -375,7 +386,9 @@ class Trainer:
                     self.run_dir / "last",
                 ) from None
         best = next((h for h in history if h["epoch"] == state["best_epoch"]), None)
-        return TrainResult(model, history, best, bool(state["stopped_early"]), self.run_dir)
+        return TrainResult(
+            model, history, best, bool(state["stopped_early"]), self.run_dir, self._out_of_time
+        )
 
     def _claim(self, fresh: bool, overwrite: bool) -> None:
         """Create ``run_dir`` and, for a fresh run, claim it (rank 0; its refusal is
@@ -425,9 +438,20 @@ class Trainer:
     ) -> None:
         """Run the remaining epochs, appending each one's metrics line to ``history``."""
         epochs = self.config.train.epochs
+        ran: list[float] = []  # this process's epoch times, for the time budget
         for epoch in range(state["epoch"], epochs):
             if state["stopped_early"] or self._steps_done(state):
                 break
+            mean = sum(ran) / len(ran) if ran else 0.0
+            if ran and self.dist.agree(self._no_time_for(mean))[0]:
+                self._out_of_time = True
+                self._console.say(
+                    f"stopping after epoch {epoch}: another epoch (~{mean:.0f} s) would "
+                    f"pass train.max_minutes = {self.config.train.max_minutes:g}; "
+                    f"--resume goes on from {self.run_dir / 'last'}"
+                )
+                break
+            epoch_started = time.monotonic()
             batches: Iterable[Any]
             if state["batch"]:  # resuming mid-epoch
                 batches = self._remaining_batches(epoch, state["batch"], parts.epoch_rng)
@@ -444,6 +468,7 @@ class Trainer:
                 append_metrics(self.run_dir, line)
             self._save_epoch(parts, state, line)
             self._console.epoch_end(line, epochs)
+            ran.append(time.monotonic() - epoch_started)
             (stop,) = self.dist.agree(self._stop.requested)
             if stop and epoch + 1 < epochs and not state["stopped_early"]:
                 raise TrainingInterrupted(
@@ -513,13 +538,23 @@ class Trainer:
             self._console.step(f"{epoch}/{epochs}", state["batch"], steps, mean_loss, rate)
             # Between steps, never inside one: a signal only sets a flag that is read here
             # (by every rank at the same step).
-            stop, save_due = self.dist.agree(self._stop.requested, self._mid_epoch_save_due(state))
+            stop, save_due, out_of_time = self.dist.agree(
+                self._stop.requested, self._mid_epoch_save_due(state), self._no_time_for(0.0)
+            )
             if stop:
                 self._save_last(parts, state)
                 raise TrainingInterrupted(
                     f"interrupted at {self._saved}; checkpoint saved in {self.run_dir / 'last'}",
                     self.run_dir / "last",
                 )
+            if out_of_time and state["batch"] < steps and not self._steps_done(state):
+                self._save_last(parts, state)
+                self._console.say(
+                    f"train.max_minutes = {self.config.train.max_minutes:g} passed at "
+                    f"{self._saved} (that epoch is not scored); --resume goes on from "
+                    f"{self.run_dir / 'last'}"
+                )
+                raise _OutOfTime
             if save_due:
                 self._save_last(parts, state)
 
@@ -584,6 +619,11 @@ class Trainer:
         """Whether ``train.max_steps`` optimizer steps have been taken."""
         max_steps = self.config.train.max_steps
         return max_steps is not None and state["step"] >= max_steps
+
+    def _no_time_for(self, seconds: float) -> bool:
+        """Whether ``seconds`` more from now would end past ``train.max_minutes``."""
+        budget = self.config.train.max_minutes
+        return budget is not None and time.monotonic() - self._started + seconds > budget * 60
 
     def _mid_epoch_save_due(self, state: dict[str, Any]) -> bool:
         """Whether ``train.checkpoint_every`` asks for a save now (the epoch's end saves anyway)."""
