@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # The translation table of issue 18 on one GPU: bible-en-es (28,579 training verse pairs)
-# trained to convergence (30 epochs at most, patience 4) by three models at once, each in
-# its own process sharing the GPU:
+# trained by three models at once (30 epochs at most, patience 4), each in its own process
+# sharing the GPU:
 #   * ours, configs/translate_bible_en_es.toml, through benchmarks/seq2seq_reference.py,
 #     which also trains
 #   * its torch.nn.Transformer twin (the same embeddings, loop, batches and seed), and
 #   * the RNN encoder–decoder with attention, configs/translate_bible_en_es_rnn.toml
 #     (12.23 M parameters against the Transformer's 12.21 M), at the same budget.
-# Then `selfattn eval` scores greedy, beam 5 and NAT decoding (ours) and greedy and beam 5
-# (the RNN) on the 1,000 test verses: BLEU / chrF (sacrebleu). Logs under ${OUT:-bible-logs}/,
-# runs under ${RUNS:-runs/bible}/. On a CPU-only machine this is days of work; arguments
-# are passed to every training as overrides, e.g. a smoke run:
-#
-#   PYTHONPATH=src bash benchmarks/translation_gpu.sh --set data.train_fraction=0.01 --set train.epochs=1
+# As soon as a model's training ends, its test decodings run (at once): greedy for the
+# twin (seq2seq_reference.py), greedy (with the KV cache), beam 5 and NAT for ours,
+# greedy and beam 5 for the RNN, each scored on the 1,000 test verses by BLEU / chrF
+# (sacrebleu). Logs and summary.txt under ${OUT:-bible-logs}/, runs under ${RUNS:-runs/bible}/.
 #
 # TRAIN_MINUTES=M gives each training a wall-clock budget (train.max_minutes): no epoch
 # starts that would end past it, so a lease of limited minutes still leaves scored runs.
-# The five evaluations then run at once.
+# On a CPU-only machine the full run is days of work; arguments are passed to every
+# training as overrides, e.g. a smoke run:
+#
+#   PYTHONPATH=src bash benchmarks/translation_gpu.sh --set data.train_fraction=0.01 --set train.epochs=1
 #
 # The recipe reads two Debian packages (sword-text-web, sword-text-sparv) from the cache;
 # on a machine without apt access, copy them there first ($SELFATTN_CACHE/debian/…).
@@ -25,38 +26,70 @@ out=${OUT:-bible-logs}
 runs=${RUNS:-runs/bible}
 python=${PYTHON:-python3}
 mkdir -p "$out" "$runs"
+rm -f "$out"/line_*
 budget=()
 [[ -n ${TRAIN_MINUTES:-} ]] && budget=(--set "train.max_minutes=$TRAIN_MINUTES")
 export PYTHONUNBUFFERED=1
-status=0
 started=$(date +%s)
-for twin in selfattn torch.nn; do
-    "$python" benchmarks/seq2seq_reference.py --config configs/translate_bible_en_es.toml \
-        --only "$twin" --out "$runs" --threads 1 "${budget[@]}" "$@" >"$out/train_$twin.txt" 2>&1 &
-done
-"$python" -m selfattn train configs/translate_bible_en_es_rnn.toml --threads 1 \
-    --set run_dir="$runs/rnn" "${budget[@]}" "$@" >"$out/train_rnn.txt" 2>&1 &
-for job in $(jobs -p); do wait "$job" || status=1; done
-echo "training: $(( $(date +%s) - started )) s wall for the three at once" | tee "$out/summary.txt"
-tail -n 8 "$out"/train_*.txt >>"$out/summary.txt"
-evaluate() {  # RUN NAME FLAGS...: the eval's last line (BLEU / chrF / speed), or FAILED
+
+elapsed() { echo "$(( $(date +%s) - started )) s"; }
+
+evaluate() {  # RUN NAME FLAGS...: a line_NAME file with the eval's last line (or FAILED)
     local run=$1 name=$2
     shift 2
     if "$python" -m selfattn eval "$run" --threads 1 "$@" >"$out/eval_$name.txt" 2>&1; then
-        echo "$name $(tail -n 1 "$out/eval_$name.txt")" >"$out/line_$name"
+        echo "$name $(tail -n 1 "$out/eval_$name.txt")  [done at $(elapsed)]" >"$out/line_$name"
     else
         echo "$name FAILED: $(tail -n 1 "$out/eval_$name.txt")" >"$out/line_$name"
         return 1
     fi
 }
-started=$(date +%s)
-evaluate "$runs/selfattn" transformer_greedy --greedy &
-evaluate "$runs/selfattn" transformer_beam5 --beam 5 &
-evaluate "$runs/selfattn" transformer_nat --nat &
-evaluate "$runs/rnn" rnn_greedy --greedy &
-evaluate "$runs/rnn" rnn_beam5 --beam 5 &
+
+twin() {  # NAME: train one of the two Transformers, then decode greedily (seq2seq_reference)
+    "$python" benchmarks/seq2seq_reference.py --config configs/translate_bible_en_es.toml \
+        --only "$1" --out "$runs" --threads 1 --cached-only "${@:2}" >"$out/train_$1.txt" 2>&1
+}
+
+chain() {  # NAME: one model's training, then its decodings at once; fails if any failed
+    local name=$1 failed=0
+    shift
+    case $name in
+        selfattn)
+            twin selfattn "${budget[@]}" "$@" || return 1
+            echo "selfattn trained and decoded greedily at $(elapsed)" >>"$out/line_0_times"
+            evaluate "$runs/selfattn" transformer_beam5 --beam 5 &
+            evaluate "$runs/selfattn" transformer_nat --nat &
+            ;;
+        torch.nn)
+            twin torch.nn "${budget[@]}" "$@" || return 1
+            echo "torch.nn trained and decoded greedily at $(elapsed)" >>"$out/line_0_times"
+            ;;
+        rnn)
+            "$python" -m selfattn train configs/translate_bible_en_es_rnn.toml --threads 1 \
+                --set run_dir="$runs/rnn" "${budget[@]}" "$@" >"$out/train_rnn.txt" 2>&1 ||
+                return 1
+            echo "rnn trained at $(elapsed)" >>"$out/line_0_times"
+            evaluate "$runs/rnn" rnn_greedy --greedy &
+            evaluate "$runs/rnn" rnn_beam5 --beam 5 &
+            ;;
+    esac
+    for job in $(jobs -p); do wait "$job" || failed=1; done
+    return $failed
+}
+
+status=0
+for name in selfattn torch.nn rnn; do
+    chain "$name" "$@" &
+done
 for job in $(jobs -p); do wait "$job" || status=1; done
-echo "evaluation: $(( $(date +%s) - started )) s wall for the five at once" | tee -a "$out/summary.txt"
-cat "$out"/line_* | tee -a "$out/summary.txt"
+{
+    echo "all done at $(elapsed)"
+    for name in rnn selfattn torch.nn; do
+        echo "== $name"
+        grep -E "^epoch [0-9]+/[0-9]+  train|^stopping|max_minutes|Error|error" "$out/train_$name.txt" | tail -n 4
+    done
+    grep -h -A6 "ours/torch" "$out/train_selfattn.txt" "$out/train_torch.nn.txt"  # the twins' table
+    cat "$out"/line_*
+} | tee "$out/summary.txt"
 rm -f "$out"/line_*
 exit $status
