@@ -82,10 +82,10 @@ CHANGES: dict[str, list[Case]] = {
     # Adaptive depth needs the shared block; ponder_weight only means something with it.
     "halting": [({"share_weights": True}, {"halting": "act"})],
     "ponder_weight": [({"share_weights": True, "halting": "act"}, {"ponder_weight": 0.1})],
-    "ffn_dropout": [({}, {"ffn_dropout": 0.0})],
-    "head_dropout": [({}, {"head_dropout": 0.0})],
-    "dropout_masks": [({}, {"dropout_masks": "uniform"})],
-    "linear_layers": [({}, {"linear_layers": "onednn"})],
+    "ffn_dropout": [({}, {"ffn_dropout": None}), ({}, {"ffn_dropout": 0.3})],
+    "head_dropout": [({}, {"head_dropout": None})],
+    "dropout_masks": [({}, {"dropout_masks": "bernoulli"})],
+    "linear_layers": [({}, {"linear_layers": "torch"})],
 }
 TEXT_FIELDS = {"char_features", "char_dim", "word_dropout"}
 IMAGE_FIELDS = {"patch_size", "grid_positional"}

@@ -1,6 +1,6 @@
-"""model.ffn_dropout and model.head_dropout: where dropout goes (the default: everywhere
-``model.dropout`` says; 0 and 0: BERT's placement), in every model that has a feed-forward
-network or a head, and refused where there is none."""
+"""model.ffn_dropout and model.head_dropout: where dropout goes (the default 0 and 0:
+BERT's placement; ``"none"``: everywhere ``model.dropout`` says), in every model that has a
+feed-forward network or a head, and refused where there is none."""
 
 from __future__ import annotations
 
@@ -31,10 +31,18 @@ def _hidden_rates(model: nn.Module) -> set[float]:
 
 
 @pytest.mark.parametrize("architecture", ["transformer", "conformer"])
-def test_defaults_put_dropout_everywhere(architecture: str) -> None:
-    model = build_model_from_spec(ModelConfig(architecture=architecture, **SIZES), TOKEN)
+def test_none_puts_dropout_everywhere(architecture: str) -> None:
+    config = ModelConfig(architecture=architecture, ffn_dropout=None, head_dropout=None, **SIZES)
+    model = build_model_from_spec(config, TOKEN)
     assert _hidden_rates(model) == {0.1}
     assert model.head.dropout.p == 0.1
+
+
+@pytest.mark.parametrize("architecture", ["transformer", "conformer"])
+def test_the_default_is_bert_placement(architecture: str) -> None:
+    model = build_model_from_spec(ModelConfig(architecture=architecture, **SIZES), TOKEN)
+    assert _hidden_rates(model) == {0.0}
+    assert model.head.dropout.p == 0.0
 
 
 @pytest.mark.parametrize("architecture", ["transformer", "conformer"])
@@ -57,10 +65,10 @@ def test_sequence_head_and_other_rates() -> None:
 
 
 def test_baselines_honour_head_dropout_and_refuse_ffn_dropout() -> None:
-    model = build_model_from_spec(ModelConfig(architecture="bigru", head_dropout=0.0), TOKEN)
-    assert model.head.dropout.p == 0.0
-    with pytest.raises(ValueError, match=r"^model.ffn_dropout = 0.0: architecture 'bigru'"):
-        build_model_from_spec(ModelConfig(architecture="bigru", ffn_dropout=0.0), TOKEN)
+    model = build_model_from_spec(ModelConfig(architecture="bigru", head_dropout=0.3), TOKEN)
+    assert model.head.dropout.p == 0.3
+    with pytest.raises(ValueError, match=r"^model.ffn_dropout = 0.2: architecture 'bigru'"):
+        build_model_from_spec(ModelConfig(architecture="bigru", ffn_dropout=0.2), TOKEN)
 
 
 @pytest.mark.parametrize("name", ["ffn_dropout", "head_dropout"])
@@ -72,10 +80,10 @@ def test_rates_out_of_range_are_refused(name: str, rate: float) -> None:
 
 def test_seq2seq_reads_ffn_dropout_and_refuses_head_dropout() -> None:
     spec = TaskSpec(task="seq2seq", num_labels=20, vocab_size=20, max_len=16)
-    model = build_seq2seq_model(ModelConfig(ffn_dropout=0.0, **SIZES), Seq2SeqConfig(), spec)
-    assert _hidden_rates(model) == {0.0}  # encoder and decoder blocks
+    model = build_seq2seq_model(ModelConfig(ffn_dropout=0.2, **SIZES), Seq2SeqConfig(), spec)
+    assert _hidden_rates(model) == {0.2}  # encoder and decoder blocks
     with pytest.raises(ValueError, match="no dropout before its output layer"):
-        build_seq2seq_model(ModelConfig(head_dropout=0.0, **SIZES), Seq2SeqConfig(), spec)
+        build_seq2seq_model(ModelConfig(head_dropout=0.1, **SIZES), Seq2SeqConfig(), spec)
 
 
 def test_pretrained_takes_head_dropout_and_ffn_dropout_zero_only() -> None:

@@ -68,20 +68,23 @@ def test_outside_training_it_is_f_linear_bit_for_bit() -> None:
 
 
 def test_the_model_keeps_its_parameters_and_state_dict() -> None:
-    """Every nn.Linear of a built model trains by oneDNN; parameters (the tied output
-    weight included), their names and values are those of the default build."""
+    """Every nn.Linear of a default (``"auto"``) or ``"onednn"`` build trains by oneDNN;
+    parameters (the tied output weight included), their names and values are those of
+    the ``"torch"`` build."""
     spec = TaskSpec("token", vocab_size=50, char_vocab_size=None, num_labels=50, max_len=16)
     config = {"embed_dim": 32, "num_heads": 4, "num_layers": 2, "ffn_dim": 64}
     torch.manual_seed(0)
-    default = build_model_from_spec(ModelConfig(**config), spec)
-    torch.manual_seed(0)
-    fast = build_model_from_spec(ModelConfig(**config, linear_layers="onednn"), spec)
-    linears = [m for m in fast.modules() if isinstance(m, nn.Linear)]
-    assert linears and all(isinstance(m, OneDNNLinear) for m in linears)
-    assert not any(isinstance(m, OneDNNLinear) for m in default.modules())
-    mine, theirs = fast.state_dict(), default.state_dict()
-    assert mine.keys() == theirs.keys()
-    assert all(torch.equal(mine[name], theirs[name]) for name in mine)
+    default = build_model_from_spec(ModelConfig(**config, linear_layers="torch"), spec)
+    for kind in ("onednn", "auto"):
+        torch.manual_seed(0)
+        fast = build_model_from_spec(ModelConfig(**config, linear_layers=kind), spec)
+        linears = [m for m in fast.modules() if isinstance(m, nn.Linear)]
+        assert linears and all(isinstance(m, OneDNNLinear) for m in linears)
+        assert not any(isinstance(m, OneDNNLinear) for m in default.modules())
+        mine, theirs = fast.state_dict(), default.state_dict()
+        assert mine.keys() == theirs.keys()
+        assert all(torch.equal(mine[name], theirs[name]) for name in mine)
+    assert ModelConfig().linear_layers == "auto"
 
 
 def test_an_unknown_kind_is_refused_in_one_line() -> None:

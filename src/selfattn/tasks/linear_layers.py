@@ -9,9 +9,10 @@ from torch import nn
 
 from selfattn.attention.packed_linear import OneDNNLinear
 
-#: PyTorch's ``F.linear`` (MKL on an x86 CPU), or oneDNN's linear for training on the CPU.
-LinearLayers = Literal["torch", "onednn"]
-LINEAR_LAYERS: tuple[LinearLayers, ...] = ("torch", "onednn")
+#: PyTorch's ``F.linear`` (MKL on an x86 CPU), or oneDNN's linear for training on the CPU;
+#: ``"auto"`` (the default) is ``"onednn"``, which is ``F.linear`` where oneDNN cannot run.
+LinearLayers = Literal["auto", "torch", "onednn"]
+LINEAR_LAYERS: tuple[LinearLayers, ...] = ("auto", "torch", "onednn")
 
 
 def use_linear_layers(model: nn.Module, kind: LinearLayers) -> nn.Module:
@@ -23,7 +24,7 @@ def use_linear_layers(model: nn.Module, kind: LinearLayers) -> nn.Module:
         ``model``.
     """
     for module in model.modules():
-        if kind == "onednn" and type(module) is nn.Linear:
+        if kind in ("auto", "onednn") and type(module) is nn.Linear:
             module.__class__ = OneDNNLinear
         elif kind == "torch" and type(module) is OneDNNLinear:
             module.__class__ = nn.Linear  # type: ignore[assignment]

@@ -9,8 +9,8 @@ ones, ``[CLS]`` for ``first`` or ``cls``, or learned-query ``attention``).
 
 The checkpoint fixes the architecture: a field of ``[model]`` that would change it is
 refused in one line unless it equals the checkpoint's value (:func:`check_pretrained_fields`).
-``model.dropout``, ``model.attention_dropout`` and ``model.head_dropout`` are fine-tuning
-choices and apply; BERT has no feed-forward hidden dropout (``model.ffn_dropout`` may only
+``model.dropout``, ``model.attention_dropout``, ``model.head_dropout``,
+``model.dropout_masks`` and ``model.linear_layers`` are fine-tuning choices and apply; BERT has no feed-forward hidden dropout (``model.ffn_dropout`` may only
 say 0).
 """
 
@@ -25,7 +25,9 @@ from torch import Tensor, nn
 from selfattn.data.types import Batch, TaskType
 from selfattn.pretrained.bert import BertConfig, BertEncoder
 from selfattn.tasks.config import DEFAULTS, ModelConfig, toml_value
+from selfattn.tasks.dropout_masks import use_dropout_masks
 from selfattn.tasks.heads import SequenceClassifier, SequenceRegressor, TokenClassifier
+from selfattn.tasks.linear_layers import use_linear_layers
 
 #: ``[model]`` fields the checkpoint decides, with the checkpoint's value they may repeat.
 _FROM_CHECKPOINT = {
@@ -42,7 +44,17 @@ _BERT_VALUES: dict[str, Any] = {
     "ffn_dropout": 0.0,
 }
 #: Fields a fine-tuned model reads whatever their value.
-_FINE_TUNING = frozenset({"pretrained", "dropout", "attention_dropout", "head_dropout", "pooling"})
+_FINE_TUNING = frozenset(
+    {
+        "pretrained",
+        "dropout",
+        "attention_dropout",
+        "head_dropout",
+        "pooling",
+        "dropout_masks",
+        "linear_layers",
+    }
+)
 
 
 def check_pretrained_fields(config: ModelConfig, bert: BertConfig) -> None:
@@ -229,7 +241,10 @@ def build_pretrained_model(
         raise ValueError(
             f"model.pretrained is for token, sequence, multilabel and regression tasks, not {task}"
         )
-    return PretrainedTaskModel(bert, head, task=task, spec=spec)
+    model = PretrainedTaskModel(bert, head, task=task, spec=spec)
+    use_dropout_masks(model, config.dropout_masks)
+    use_linear_layers(model, config.linear_layers)
+    return model
 
 
 def checkpoint_config(bert: BertConfig) -> dict[str, Any]:
