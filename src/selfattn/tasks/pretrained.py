@@ -10,8 +10,8 @@ ones, ``[CLS]`` for ``first`` or ``cls``, or learned-query ``attention``).
 The checkpoint fixes the architecture: a field of ``[model]`` that would change it is
 refused in one line unless it equals the checkpoint's value (:func:`check_pretrained_fields`).
 ``model.dropout``, ``model.attention_dropout``, ``model.head_dropout``,
-``model.dropout_masks`` and ``model.linear_layers`` are fine-tuning choices and apply; BERT has no feed-forward hidden dropout (``model.ffn_dropout`` may only
-say 0).
+``model.dropout_masks`` and ``model.linear_layers`` are fine-tuning choices and apply;
+BERT has no feed-forward hidden dropout (``model.ffn_dropout`` may only say 0).
 """
 
 from __future__ import annotations
