@@ -31,16 +31,16 @@ every step, so machine noise hits all), and the table gives the median tokens/s 
 non-padding tokens) of each and the ratios ours ÷ torch and ours ÷ HF (> 1: ours is
 faster). Rows timed while other processes used the CPU are marked ``noisy``.
 
-Dropout placement (``--placements``): ``default`` is ModelConfig's defaults, dropout 0.1 on
-the embeddings, the attention weights, each sub-layer's output, the feed-forward hidden
-layer and before the head (18 masks per step at 4 layers); ``bert`` is BERT's placement,
-``model.ffn_dropout = 0`` and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM
-draws); ``bert-uniform`` adds ``model.dropout_masks = "uniform"`` (masks thresholded from
-``torch.rand`` noise, :mod:`selfattn.attention.dropout`); ``bert-uniform-onednn`` adds
-``model.linear_layers = "onednn"`` (the linear layers' forward and input gradient by
-oneDNN's linear, :class:`selfattn.attention.packed_linear.OneDNNLinear`; not a dropout
-placement, but the same kind of documented, non-default choice). torch's layers follow ours'
-placement (its ``dropout`` module is the feed-forward hidden one; the head is ours) with
+Dropout placement and the like (``--placements``): ``everywhere`` is the defaults before
+2026-11-26, dropout 0.1 on the embeddings, the attention weights, each sub-layer's output,
+the feed-forward hidden layer and before the head (18 masks per step at 4 layers), with
+PyTorch's masks and ``F.linear``; ``bert`` is BERT's placement, ``model.ffn_dropout = 0``
+and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM draws); ``bert-uniform`` adds
+``model.dropout_masks = "uniform"`` (masks thresholded from ``torch.rand`` noise,
+:mod:`selfattn.attention.dropout`); ``default`` is ModelConfig's defaults, which add
+``model.linear_layers = "auto"`` to that (the linear layers' forward and input gradient by
+oneDNN's linear on the CPU, :class:`selfattn.attention.packed_linear.OneDNNLinear`).
+torch's layers follow ours' placement (its ``dropout`` module is the feed-forward hidden one; the head is ours) with
 PyTorch's masks; HF is the same model in every row. ``--clock cpu`` times each step by
 this process's CPU time: at 1 thread on a busy machine the other processes barely count.
 
@@ -82,15 +82,15 @@ FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is ma
 SIDES = ("ours", "torch", "hf")
 #: Dropout placements of ours, as ModelConfig fields.
 PLACEMENTS: dict[str, dict[str, Any]] = {
-    "default": {},
-    "bert": {"ffn_dropout": 0.0, "head_dropout": 0.0},
-    "bert-uniform": {"ffn_dropout": 0.0, "head_dropout": 0.0, "dropout_masks": "uniform"},
-    "bert-uniform-onednn": {
-        "ffn_dropout": 0.0,
-        "head_dropout": 0.0,
-        "dropout_masks": "uniform",
-        "linear_layers": "onednn",
+    "everywhere": {
+        "ffn_dropout": None,
+        "head_dropout": None,
+        "dropout_masks": "bernoulli",
+        "linear_layers": "torch",
     },
+    "bert": {"dropout_masks": "bernoulli", "linear_layers": "torch"},
+    "bert-uniform": {"linear_layers": "torch"},
+    "default": {},
 }
 
 
@@ -371,10 +371,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs="+",
         choices=list(PLACEMENTS),
         default=list(PLACEMENTS),
-        help="ours' dropout placement: default (ModelConfig's), bert "
+        help="ours' dropout placement: everywhere (the defaults before 2026-11-26), bert "
         "(model.ffn_dropout = model.head_dropout = 0), bert-uniform (and "
-        'model.dropout_masks = "uniform"), bert-uniform-onednn (and '
-        'model.linear_layers = "onednn")',
+        'model.dropout_masks = "uniform"), default (ModelConfig\'s: and '
+        'model.linear_layers = "auto")',
     )
     parser.add_argument(
         "--clock",

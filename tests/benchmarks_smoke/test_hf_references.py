@@ -115,17 +115,12 @@ def test_train_throughput_reports_both_placements(capsys: pytest.CaptureFixture[
     bench.main(argv("--sizes tiny --shapes 2x16 --vocab 300 --steps 1 --warmup 0 --threads 1"))
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     table = [row for row in rows if row[:1] == ["tiny"] and row[1] in bench.PLACEMENTS]
-    assert [row[1] for row in table] == [
-        "default",
-        "bert",
-        "bert-uniform",
-        "bert-uniform-onednn",
-    ]
+    assert [row[1] for row in table] == ["everywhere", "bert", "bert-uniform", "default"]
 
 
-def test_the_onednn_row_trains_ours_by_onednn_and_the_twin_by_torch() -> None:
+def test_the_default_row_trains_ours_by_onednn_and_the_twin_by_torch() -> None:
     bench = load("train_throughput")
-    ours = bench.build_ours(bench.SIZES["tiny"], 50, 16, 0.1, "bert-uniform-onednn")
+    ours = bench.build_ours(bench.SIZES["tiny"], 50, 16, 0.1, "default")
     twin = bench.TorchTokenModel(ours, bench.SIZES["tiny"], 0.1)
     linears = {type(m).__name__ for m in ours.modules() if isinstance(m, torch.nn.Linear)}
     assert linears == {"OneDNNLinear"}
@@ -140,7 +135,7 @@ def test_bert_placement_drops_what_bert_drops() -> None:
     ours and in the torch twin; the rest keeps the rate."""
     bench = load("train_throughput")
     size = bench.SIZES["tiny"]
-    for placement, hidden in (("default", 0.1), ("bert", 0.0)):
+    for placement, hidden in (("everywhere", 0.1), ("bert", 0.0), ("default", 0.0)):
         ours = bench.build_ours(size, 50, 16, 0.1, placement)
         twin = bench.TorchTokenModel(ours, size, 0.1)
         blocks = ours.encoder.encoder.layers
