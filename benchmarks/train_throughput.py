@@ -40,8 +40,8 @@ and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM draws); ``bert-unif
 :mod:`selfattn.attention.dropout`); ``default`` is ModelConfig's defaults, which add
 ``model.linear_layers = "auto"`` to that (the linear layers' forward and input gradient by
 oneDNN's linear on the CPU, :class:`selfattn.attention.packed_linear.OneDNNLinear`).
-torch's layers follow ours' placement (its ``dropout`` module is the feed-forward hidden one; the head is ours) with
-PyTorch's masks; HF is the same model in every row. ``--clock cpu`` times each step by
+torch's layers follow ours' placement (its ``dropout`` module is the feed-forward hidden
+one; the head is ours) with PyTorch's masks; HF is the same model in every row. ``--clock cpu`` times each step by
 this process's CPU time: at 1 thread on a busy machine the other processes barely count.
 
 Usage::

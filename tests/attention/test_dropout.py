@@ -106,9 +106,13 @@ def test_seq2seq_reads_dropout_masks() -> None:
     assert kernels and all(m.dropout_masks == "uniform" for m in kernels)
 
 
-def test_default_masks_are_pytorchs() -> None:
-    """The default builds exactly what it built before the option existed."""
-    model = build_model_from_spec(ModelConfig(embed_dim=16, ffn_dim=16), TOKEN)
+def test_bernoulli_masks_are_pytorchs() -> None:
+    """``"bernoulli"`` (the default until 2026-11-26) builds exactly what was built before
+    the option existed; the default is now ``"uniform"``."""
+    assert ModelConfig().dropout_masks == "uniform"
+    model = build_model_from_spec(
+        ModelConfig(embed_dim=16, ffn_dim=16, dropout_masks="bernoulli"), TOKEN
+    )
     assert all(type(m) is nn.Dropout for m in model.modules() if isinstance(m, nn.Dropout))
     assert all(
         m.dropout_masks == "bernoulli" for m in model.modules() if isinstance(m, DenseKernel)
