@@ -41,8 +41,9 @@ and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM draws); ``bert-unif
 ``model.linear_layers = "auto"`` to that (the linear layers' forward and input gradient by
 oneDNN's linear on the CPU, :class:`selfattn.attention.packed_linear.OneDNNLinear`).
 torch's layers follow ours' placement (its ``dropout`` module is the feed-forward hidden
-one; the head is ours) with PyTorch's masks; HF is the same model in every row. ``--clock cpu`` times each step by
-this process's CPU time: at 1 thread on a busy machine the other processes barely count.
+one; the head is ours) with PyTorch's masks; HF is the same model in every row.
+``--clock cpu`` times each step by this process's CPU time: at 1 thread on a busy machine
+the other processes barely count.
 
 Usage::
 
