@@ -37,8 +37,8 @@ the feed-forward hidden layer and before the head (18 masks per step at 4 layers
 PyTorch's masks and ``F.linear``; ``bert`` is BERT's placement, ``model.ffn_dropout = 0``
 and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM draws); ``bert-uniform`` adds
 ``model.dropout_masks = "uniform"`` (masks thresholded from ``torch.rand`` noise,
-:mod:`selfattn.attention.dropout`); ``default`` is ModelConfig's defaults, which add
-``model.linear_layers = "auto"`` to that (the linear layers' forward and input gradient by
+:mod:`selfattn.attention.dropout`); ``default`` is ModelConfig's defaults: that (their
+``"auto"`` masks are uniform on the CPU) and ``model.linear_layers = "auto"`` (the linear layers' forward and input gradient by
 oneDNN's linear on the CPU, :class:`selfattn.attention.packed_linear.OneDNNLinear`).
 torch's layers follow ours' placement (its ``dropout`` module is the feed-forward hidden
 one; the head is ours) with PyTorch's masks; HF is the same model in every row.
@@ -90,7 +90,7 @@ PLACEMENTS: dict[str, dict[str, Any]] = {
         "linear_layers": "torch",
     },
     "bert": {"dropout_masks": "bernoulli", "linear_layers": "torch"},
-    "bert-uniform": {"linear_layers": "torch"},
+    "bert-uniform": {"dropout_masks": "uniform", "linear_layers": "torch"},
     "default": {},
 }
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from selfattn.attention import attention
-from selfattn.attention.dropout import UniformDropout, uniform_dropout
+from selfattn.attention.dropout import UniformDropout, draws_uniform, uniform_dropout
 from selfattn.data.types import Batch
 from selfattn.kernels.dense import DenseKernel
 from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
@@ -62,8 +62,25 @@ def test_attention_with_uniform_masks_is_the_formula_with_those_masks() -> None:
     assert torch.equal(plain, same)
 
 
+def test_auto_masks_are_uniform_on_the_cpu_and_pytorchs_elsewhere() -> None:
+    assert draws_uniform("auto", torch.device("cpu"))
+    assert not draws_uniform("auto", torch.device("cuda"))  # fused kernels draw their own
+    assert draws_uniform("uniform", torch.device("cuda"))
+    assert not draws_uniform("bernoulli", torch.device("cpu"))
+    q, k, v = (torch.randn(2, 3, 6, 4, dtype=torch.float64) for _ in range(3))
+
+    def dropped(masks: str) -> tuple[torch.Tensor, torch.Tensor]:
+        torch.manual_seed(7)
+        out, _ = attention(q, k, v, dropout=0.2, dropout_masks=masks)  # type: ignore[arg-type]
+        return out, UniformDropout(0.2, masks=masks)(v)  # type: ignore[arg-type]
+
+    (auto_out, auto_layer), (out, layer) = dropped("auto"), dropped("uniform")
+    assert torch.equal(auto_out, out) and torch.equal(auto_layer, layer)  # on the CPU
+    assert not torch.equal(dropped("bernoulli")[0], out)
+
+
 def test_dense_kernel_refuses_an_unknown_kind() -> None:
-    with pytest.raises(ValueError, match="dropout_masks must be one of bernoulli, uniform"):
+    with pytest.raises(ValueError, match="dropout_masks must be one of auto, bernoulli, uniform"):
         DenseKernel(0.1, dropout_masks="binary")  # type: ignore[arg-type]
 
 
@@ -108,8 +125,8 @@ def test_seq2seq_reads_dropout_masks() -> None:
 
 def test_bernoulli_masks_are_pytorchs() -> None:
     """``"bernoulli"`` (the default until 2026-11-26) builds exactly what was built before
-    the option existed; the default is now ``"uniform"``."""
-    assert ModelConfig().dropout_masks == "uniform"
+    the option existed; the default is now ``"auto"``."""
+    assert ModelConfig().dropout_masks == "auto"
     model = build_model_from_spec(
         ModelConfig(embed_dim=16, ffn_dim=16, dropout_masks="bernoulli"), TOKEN
     )

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from selfattn.attention.cache import KVCache
-from selfattn.attention.dropout import uniform_dropout
+from selfattn.attention.dropout import dropout_of
 from selfattn.attention.multihead import MultiHeadAttention
 from selfattn.attention.scores import default_scale, resolve_score
 
@@ -239,8 +239,8 @@ def aligned_attention(
         cache.alignment = last
     dropped = weights
     if attn.training and attn.dropout > 0:  # the dense kernel's masks (model.dropout_masks)
-        uniform = getattr(attn.kernel, "dropout_masks", "bernoulli") == "uniform"
-        dropout = uniform_dropout if uniform else F.dropout
-        dropped = dropout(weights, attn.dropout)
+        dropped = dropout_of(
+            weights, attn.dropout, getattr(attn.kernel, "dropout_masks", "bernoulli")
+        )
     out = attn.out_proj((dropped.to(v.dtype) @ v).transpose(1, 2).flatten(2))  # (B, T, E)
     return out, weights if need_weights else None

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from selfattn.attention.dropout import DropoutMasks, uniform_dropout
+from selfattn.attention.dropout import DropoutMasks, draws_uniform, uniform_dropout
 from selfattn.attention.masks import structural_mask
 from selfattn.attention.normalizers import NORMALIZERS, NormalizerFn, resolve_normalizer, softmax
 from selfattn.attention.scores import (
@@ -116,7 +116,7 @@ def attention(
     # the math path, which holds B·H·T·S weights (6.9 GB for one 4k-token training batch
     # of 4 in lra-text). The chunked path applies the same dropout block by block.
     dropout_unfused = dropout > 0.0 and (
-        dropout_masks == "uniform" or (q.device.type == "cpu" and _is_long(q, k))
+        draws_uniform(dropout_masks, q.device) or (q.device.type == "cpu" and _is_long(q, k))
     )
     if _is_fusable(score, normalizer) and not need_weights and not dropout_unfused:
         out = _fused(q, k, v, allowed_user, bias, causal, window, include_self, dropout, scale)
@@ -317,7 +317,7 @@ def _attend_block(
         weights = weights.masked_fill(~allowed, 0.0)
     if dropout == 0.0:
         dropped = weights
-    elif dropout_masks == "uniform":
+    elif draws_uniform(dropout_masks, weights.device):
         dropped = uniform_dropout(weights, dropout)
     else:
         dropped = F.dropout(weights, p=dropout)

@@ -255,7 +255,9 @@ class ModelConfig:
             their masks (:mod:`selfattn.attention.dropout`): ``"bernoulli"``, PyTorch's
             ``F.dropout``, or ``"uniform"``, a threshold on ``torch.rand`` noise: the same
             distribution, about half the masks' CPU time, another random stream (a run
-            does not repeat one trained with the other).
+            does not repeat one trained with the other). The default ``"auto"`` is
+            ``"uniform"`` on the CPU and ``"bernoulli"`` elsewhere (fused kernels, such as
+            a GPU's flash attention, draw PyTorch's masks themselves).
         linear_layers: the matrix product every linear layer trains with:
             ``"torch"`` (``F.linear``) or ``"onednn"`` (oneDNN's linear for the forward
             and input gradient of training steps on the CPU in float32,
@@ -305,7 +307,7 @@ class ModelConfig:
     ponder_weight: float = 0.01
     ffn_dropout: float | None = 0.0
     head_dropout: float | None = 0.0
-    dropout_masks: DropoutMasks = "uniform"
+    dropout_masks: DropoutMasks = "auto"
     linear_layers: LinearLayers = "auto"
 
     def __post_init__(self) -> None:

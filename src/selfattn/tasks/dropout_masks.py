@@ -24,5 +24,5 @@ def use_dropout_masks(model: nn.Module, masks: DropoutMasks) -> nn.Module:
             module.dropout_masks = masks
         for name, child in module.named_children():
             if type(child) is nn.Dropout:
-                setattr(module, name, UniformDropout(child.p, inplace=child.inplace))
+                setattr(module, name, UniformDropout(child.p, child.inplace, masks))
     return model
