@@ -60,7 +60,14 @@ def test_no_attention_dropout_keeps_the_fused_kernel_in_training(
 
 
 def test_model_config_threads_it_through_and_checks_it() -> None:
-    config = ModelConfig(embed_dim=16, num_heads=2, dropout=0.1, attention_dropout=0.0)
+    config = ModelConfig(
+        embed_dim=16,
+        num_heads=2,
+        dropout=0.1,
+        attention_dropout=0.0,
+        ffn_dropout=None,  # every other layer at model.dropout
+        head_dropout=None,
+    )
     model = build_model(
         config,
         task="sequence",
