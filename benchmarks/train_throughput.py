@@ -38,8 +38,9 @@ PyTorch's masks and ``F.linear``; ``bert`` is BERT's placement, ``model.ffn_drop
 and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM draws); ``bert-uniform`` adds
 ``model.dropout_masks = "uniform"`` (masks thresholded from ``torch.rand`` noise,
 :mod:`selfattn.attention.dropout`); ``default`` is ModelConfig's defaults: that (their
-``"auto"`` masks are uniform on the CPU) and ``model.linear_layers = "auto"`` (the linear layers' forward and input gradient by
-oneDNN's linear on the CPU, :class:`selfattn.attention.packed_linear.OneDNNLinear`).
+``"auto"`` masks are uniform on the CPU) and ``model.linear_layers = "auto"`` (the linear
+layers' forward and input gradient by oneDNN's linear on the CPU,
+:class:`selfattn.attention.packed_linear.OneDNNLinear`).
 torch's layers follow ours' placement (its ``dropout`` module is the feed-forward hidden
 one; the head is ours) with PyTorch's masks; HF is the same model in every row.
 ``--clock cpu`` times each step by this process's CPU time: at 1 thread on a busy machine
