@@ -23,7 +23,13 @@ from selfattn.memory.copy_task import copy_inputs
 from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS
 from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
 from selfattn.tasks.bits import BitsBatch, build_bits_model
-from selfattn.tasks.config import ARCHITECTURE_FIELDS, Architecture, fields_read
+from selfattn.tasks.config import (
+    ARCHITECTURE_FIELDS,
+    FORMER_DEFAULTS,
+    Architecture,
+    fields_read,
+    unset,
+)
 from selfattn.tasks.memory import MemoryTaskModel
 from selfattn.tasks.model import build_model_from_spec
 from selfattn.tasks.seq2seq import SEQ2SEQ_MODELS
@@ -82,8 +88,8 @@ CHANGES: dict[str, list[Case]] = {
     # Adaptive depth needs the shared block; ponder_weight only means something with it.
     "halting": [({"share_weights": True}, {"halting": "act"})],
     "ponder_weight": [({"share_weights": True, "halting": "act"}, {"ponder_weight": 0.1})],
-    "ffn_dropout": [({}, {"ffn_dropout": None}), ({}, {"ffn_dropout": 0.3})],
-    "head_dropout": [({}, {"head_dropout": None})],
+    "ffn_dropout": [({}, {"ffn_dropout": 0.3})],
+    "head_dropout": [({}, {"head_dropout": 0.3})],
     "dropout_masks": [({}, {"dropout_masks": "bernoulli"})],
     "linear_layers": [({}, {"linear_layers": "torch"})],
 }
@@ -227,7 +233,10 @@ def test_every_field_is_honoured_or_refused(task: str, architecture: str) -> Non
                 if problem := _refused(error):
                     bad_errors.append((field, problem))
                 continue
-            if not _changed(base, changed, batch):
+            # A run saved before 2026-11-26 holds the former defaults, which a model that
+            # does not read the field accepts as unset (test_a_run_saved_before_... below).
+            former = field not in fields_read(architecture) and unset(field, changes[field])
+            if not former and not _changed(base, changed, batch):
                 silent.append((field, changes))
     assert not bad_errors, bad_errors
     assert not silent, f"{task} × {architecture}: silently ignored {silent}"
@@ -262,6 +271,16 @@ SUPPORTED += [("bits", "ntm"), ("bits", "lstm")]
 def test_the_base_configurations_build(task: str, architecture: str) -> None:
     kind = _input_kind(architecture, "embed_dim")
     model = _build(ModelConfig(**_base(architecture, {})), task, kind)
+    assert torch.isfinite(_outputs(model, _batch(task, kind), train=False)).all()
+
+
+@pytest.mark.parametrize(("task", "architecture"), SUPPORTED)
+def test_a_run_saved_before_the_defaults_changed_still_builds(task: str, architecture: str) -> None:
+    """A run folder stores every field, so one saved before 2026-11-26 holds the former
+    defaults of ffn_dropout, head_dropout, dropout_masks and linear_layers, also where
+    its model reads none of them (an RNN, a seq2seq model's head): it must still load."""
+    kind = _input_kind(architecture, "embed_dim")
+    model = _build(ModelConfig(**_base(architecture, FORMER_DEFAULTS)), task, kind)
     assert torch.isfinite(_outputs(model, _batch(task, kind), train=False)).all()
 
 

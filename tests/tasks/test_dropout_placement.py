@@ -98,3 +98,16 @@ def test_pretrained_takes_head_dropout_and_ffn_dropout_zero_only() -> None:
             pretrained=bert,
             num_labels=3,
         )
+
+
+def test_a_fine_tune_saved_before_the_defaults_changed_still_builds() -> None:
+    """Such a run stores ffn_dropout = "none", dropout_masks = "bernoulli" and
+    linear_layers = "torch" (the former defaults): BERT reads the last two and has no
+    feed-forward hidden dropout, so "none" means what 0 means."""
+    bert = asdict(BertConfig(50, 16, 1, 2, 32))
+    config = ModelConfig(
+        pretrained="tiny", ffn_dropout=None, dropout_masks="bernoulli", linear_layers="torch"
+    )
+    model = build_pretrained_model(config, task="token", pretrained=bert, num_labels=3)
+    assert not any(type(m) is not nn.Dropout for m in model.modules() if isinstance(m, nn.Dropout))
+    assert all(type(m) is nn.Linear for m in model.modules() if isinstance(m, nn.Linear))

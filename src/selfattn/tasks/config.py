@@ -459,7 +459,7 @@ class ModelConfig:
         reads = fields_read(self.architecture)
         for name, default in DEFAULTS.items():
             value = getattr(self, name)
-            if name in reads or value == default or (name == "positional" and value is None):
+            if name in reads or unset(name, value) or (name == "positional" and value is None):
                 continue
             raise ValueError(
                 f"model.{name} = {toml_value(value)}: architecture {self.architecture!r} does not "
@@ -522,3 +522,18 @@ def toml_value(value: object) -> str:
 
 #: Every field's default, for the "left at its default" checks.
 DEFAULTS: dict[str, Any] = {field.name: field.default for field in fields(ModelConfig)}
+#: Defaults before 2026-11-26. Every run folder stores every field, so a run saved before
+#: then holds these; where a model does not read the field they mean "unset" as the
+#: current default does, and the run stays loadable.
+FORMER_DEFAULTS: dict[str, Any] = {
+    "ffn_dropout": None,
+    "head_dropout": None,
+    "dropout_masks": "bernoulli",
+    "linear_layers": "torch",
+}
+
+
+def unset(name: str, value: Any) -> bool:
+    """Whether ``value`` of field ``name`` is its default, or its default before
+    2026-11-26 (:data:`FORMER_DEFAULTS`): what a model that does not read it accepts."""
+    return value == DEFAULTS[name] or (name in FORMER_DEFAULTS and value == FORMER_DEFAULTS[name])

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from selfattn.data.types import Batch, TaskType
 from selfattn.kernels.linformer import LinformerKernel
 from selfattn.positional.learned import LearnedPositional
-from selfattn.tasks.config import BITS_ARCHITECTURES, DEFAULTS, ModelConfig, toml_value
+from selfattn.tasks.config import BITS_ARCHITECTURES, DEFAULTS, ModelConfig, toml_value, unset
 from selfattn.tasks.dropout_masks import use_dropout_masks
 from selfattn.tasks.embedding import InputEmbedding
 from selfattn.tasks.encoders import (
@@ -225,7 +225,7 @@ def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
         )
     for name, reason in unused.items():
         value, default = getattr(config, name), DEFAULTS[name]
-        if value != default:
+        if not unset(name, value):
             raise ValueError(
                 f"model.{name} = {toml_value(value)}: {reason}; leave it at its default "
                 f"({toml_value(default)})"

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from selfattn.data.types import Batch, TaskType
 from selfattn.pretrained.bert import BertConfig, BertEncoder
-from selfattn.tasks.config import DEFAULTS, ModelConfig, toml_value
+from selfattn.tasks.config import DEFAULTS, ModelConfig, toml_value, unset
 from selfattn.tasks.dropout_masks import use_dropout_masks
 from selfattn.tasks.heads import SequenceClassifier, SequenceRegressor, TokenClassifier
 from selfattn.tasks.linear_layers import use_linear_layers
@@ -65,7 +65,7 @@ def check_pretrained_fields(config: ModelConfig, bert: BertConfig) -> None:
     """
     for name, default in DEFAULTS.items():
         value = getattr(config, name)
-        if name in _FINE_TUNING or value == default:
+        if name in _FINE_TUNING or unset(name, value):
             continue
         if name in _FROM_CHECKPOINT:
             theirs = getattr(bert, _FROM_CHECKPOINT[name])
