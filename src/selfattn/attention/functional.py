@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from selfattn.attention.dropout import DropoutMasks, draws_uniform, uniform_dropout
+from selfattn.attention.dropout import DropoutMasks, draws_uniform, dropout_of
 from selfattn.attention.masks import structural_mask
 from selfattn.attention.normalizers import NORMALIZERS, NormalizerFn, resolve_normalizer, softmax
 from selfattn.attention.scores import (
@@ -315,12 +315,7 @@ def _attend_block(
     if refill:
         assert allowed is not None
         weights = weights.masked_fill(~allowed, 0.0)
-    if dropout == 0.0:
-        dropped = weights
-    elif draws_uniform(dropout_masks, weights.device):
-        dropped = uniform_dropout(weights, dropout)
-    else:
-        dropped = F.dropout(weights, p=dropout)
+    dropped = dropout_of(weights, dropout, dropout_masks) if dropout > 0.0 else weights
     return dropped @ v, weights
 
 
