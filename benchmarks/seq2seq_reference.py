@@ -195,22 +195,26 @@ NAMES = ("selfattn", "torch.nn")
 METRICS_FILE = "reference_metrics.json"
 
 
-def measure(name: str, config: Config, cached_only: bool = False) -> dict[str, float]:
+def measure(
+    name: str, config: Config, cached_only: bool = False, batch_size: int | None = None
+) -> dict[str, float]:
     """Train one of the two models, decode the test split; its metrics (also saved).
 
     Ours decodes twice, recomputing the prefix (as the twin must) and with its KV cache;
     ``cached_only``: with the cache alone (the same tokens, tested elsewhere), for a run
-    that wants the scores and not the speed comparison."""
+    that wants the scores and not the speed comparison. ``batch_size``: sources decoded
+    at once (``selfattn eval --batch-size``; default the task's)."""
     reference = name == "torch.nn"
     prepared = prepare(config)
     run_dir, facts = train_one(config, prepared, reference)
     predictor = Predictor(run_dir, task=TorchStacks if reference else None)
     started = time.perf_counter()
     use_cache = cached_only and not reference
-    metrics = predictor.evaluate("test", method="greedy", use_cache=use_cache)
+    sized = {} if batch_size is None else {"batch_size": batch_size}
+    metrics = predictor.evaluate("test", method="greedy", use_cache=use_cache, **sized)
     metrics["decode_s"] = time.perf_counter() - started
     if not reference:
-        cached = metrics if use_cache else predictor.evaluate("test", method="greedy")
+        cached = metrics if use_cache else predictor.evaluate("test", method="greedy", **sized)
         metrics["cached_sentences_per_s"] = cached["sentences_per_s"]
     metrics.update(facts, cached_only=float(use_cache))
     (run_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
@@ -246,13 +250,21 @@ def main() -> None:
         action="store_true",
         help="ours decodes with its KV cache alone (its sentences/s is then not comparable)",
     )
+    parser.add_argument(
+        "--decode-batch",
+        type=int,
+        metavar="N",
+        help="sources decoded at once (selfattn eval --batch-size; default 64)",
+    )
     args = parser.parse_args()
+    if args.decode_batch is not None and args.decode_batch < 1:
+        parser.error(f"--decode-batch must be at least 1, got {args.decode_batch}")
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as scratch:
         folder = args.out or Path(scratch)
         for name in [args.only] if args.only else NAMES:
             config = load_config(args.config, [*args.overrides, f"run_dir={folder / name}"])
-            measure(name, config, args.cached_only)
+            measure(name, config, args.cached_only, args.decode_batch)
         found = [folder / name / METRICS_FILE for name in NAMES]
         if all(path.exists() for path in found):
             ours, ref = (json.loads(path.read_text(encoding="utf-8")) for path in found)

@@ -14,6 +14,9 @@
 #
 # TRAIN_MINUTES=M gives each training a wall-clock budget (train.max_minutes): no epoch
 # starts that would end past it, so a lease of limited minutes still leaves scored runs.
+# DECODE_BATCH=N (default 256) sources are decoded at once (selfattn eval --batch-size):
+# at eval's default of 64 the beam searches of 2026-11-26 ran 7–8 verses/s on an H200,
+# two minutes of the lease each, the GPU waiting on Python between small steps.
 # On a CPU-only machine the full run is days of work; arguments are passed to every
 # training as overrides, e.g. a smoke run:
 #
@@ -27,6 +30,7 @@ runs=${RUNS:-runs/bible}
 python=${PYTHON:-python3}
 mkdir -p "$out" "$runs"
 rm -f "$out"/line_*
+decode_batch=${DECODE_BATCH:-256}
 budget=()
 [[ -n ${TRAIN_MINUTES:-} ]] && budget=(--set "train.max_minutes=$TRAIN_MINUTES")
 export PYTHONUNBUFFERED=1
@@ -37,7 +41,8 @@ elapsed() { echo "$(( $(date +%s) - started )) s"; }
 evaluate() {  # RUN NAME FLAGS...: a line_NAME file with the eval's last line (or FAILED)
     local run=$1 name=$2
     shift 2
-    if "$python" -m selfattn eval "$run" --threads 1 "$@" >"$out/eval_$name.txt" 2>&1; then
+    if "$python" -m selfattn eval "$run" --threads 1 --batch-size "$decode_batch" "$@" \
+        >"$out/eval_$name.txt" 2>&1; then
         echo "$name $(tail -n 1 "$out/eval_$name.txt")  [done at $(elapsed)]" >"$out/line_$name"
     else
         echo "$name FAILED: $(tail -n 1 "$out/eval_$name.txt")" >"$out/line_$name"
@@ -47,7 +52,8 @@ evaluate() {  # RUN NAME FLAGS...: a line_NAME file with the eval's last line (o
 
 twin() {  # NAME: train one of the two Transformers, then decode greedily (seq2seq_reference)
     "$python" benchmarks/seq2seq_reference.py --config configs/translate_bible_en_es.toml \
-        --only "$1" --out "$runs" --threads 1 --cached-only "${@:2}" >"$out/train_$1.txt" 2>&1
+        --only "$1" --out "$runs" --threads 1 --cached-only --decode-batch "$decode_batch" \
+        "${@:2}" >"$out/train_$1.txt" 2>&1
 }
 
 chain() {  # NAME: one model's training, then its decodings at once; fails if any failed

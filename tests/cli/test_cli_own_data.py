@@ -338,6 +338,15 @@ def test_beam_below_one_is_a_one_line_error(
         assert "\n" not in err and f"--beam must be at least 1, got {beam}" in err
 
 
+@pytest.mark.parametrize("size", ["0", "-3"])
+def test_decoding_batch_size_below_one_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], size: str
+) -> None:
+    assert main(["eval", str(tmp_path), "--batch-size", size]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"--batch-size must be at least 1, got {size}" in err
+
+
 def test_seq2seq_source_longer_than_max_len(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

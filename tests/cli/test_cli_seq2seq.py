@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from selfattn.cli.main import main
 from selfattn.pipeline import Predictor, Seq2SeqTask
+from selfattn.pipeline.seq2seq import task as seq2seq_task
 
 SYMBOLS = ["a", "b", "c", "d", "e", "f"]
 
@@ -65,8 +68,20 @@ threads = 1
     return config
 
 
+def counted(search: Callable[..., Any], sizes: list[int]) -> Callable[..., Any]:
+    """``search`` that notes the batch size of every call in ``sizes``."""
+
+    def wrapper(model: Any, encoded: Any, **options: Any) -> Any:
+        sizes.append(int(encoded.memory.shape[0]))
+        return search(model, encoded, **options)
+
+    return wrapper
+
+
 @pytest.mark.slow
-def test_train_resume_eval_predict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_resume_eval_predict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     run_dir = tmp_path / "run"
     config = _config(tmp_path, run_dir, epochs=2)
     assert main(["train", str(config), "--no-progress"]) == 0
@@ -83,6 +98,21 @@ def test_train_resume_eval_predict(tmp_path: Path, capsys: pytest.CaptureFixture
         assert 0.0 <= metrics["bleu"] <= 100.0 and metrics["count"] == 40
         results[metrics["decoding"]] = metrics
     assert set(results) == {"greedy", "beam", "nat", "sample"}
+    # --batch-size changes how many sources go through at once, not what they decode to
+    # (40 dev sources: batches of 7 leave a partial one; 1 decodes each alone).
+    searches: list[int] = []
+    for name in ("greedy", "beam_search"):
+        search = getattr(seq2seq_task, name)
+        monkeypatch.setattr(seq2seq_task, name, counted(search, searches))
+    for flags, method in ((["--beam", "3"], "beam"), (["--greedy"], "greedy")):
+        for size, calls in (("7", 6), ("1", 40)):
+            searches.clear()
+            assert main(["eval", str(run_dir), *flags, "--batch-size", size]) == 0
+            assert len(searches) == calls and max(searches) == int(size)
+            metrics = json.loads(capsys.readouterr().out)
+            for key in ("bleu", "chrf", "exact_match", "token_error_rate", "count"):
+                assert metrics[key] == results[method][key], (method, size, key)
+    monkeypatch.undo()
 
     assert main(["predict", str(run_dir), "a b c", "--beam", "2"]) == 0
     output = capsys.readouterr().out.strip()

@@ -73,6 +73,15 @@ def test_decoding_options_are_refused_by_models_that_do_not_decode(
     assert main(["predict", str(FIXTURES / task), "a b", "--greedy"]) == 0
 
 
+@pytest.mark.parametrize("task", ["token", "sequence"])
+def test_a_decoding_batch_size_is_refused_by_models_that_do_not_decode(
+    task: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", str(FIXTURES / task), "--batch-size", "8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"a {task} model" in err and "--batch-size" in err
+
+
 def test_a_text_model_given_a_file_of_another_kind_says_what_it_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

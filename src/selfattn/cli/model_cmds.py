@@ -173,6 +173,14 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help="seq2seq: sources decoded at once (default 64), faster on a GPU when larger; "
+        "an output cut at the length cap (seq2seq.max_output_ratio × the batch's longest "
+        "source + 10) may change with it",
+    )
     add_exit_arguments(parser)
 
 
@@ -209,14 +217,18 @@ def decoding_options(args: argparse.Namespace) -> dict[str, Any]:
     """
     if args.beam is not None and args.beam < 1:
         raise ValueError(f"--beam must be at least 1, got {args.beam}")
+    batch_size = getattr(args, "batch_size", None)  # eval's alone
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"--batch-size must be at least 1, got {batch_size}")
     options: dict[str, Any] = {}
     for flag in ("greedy", "sample", "nat"):
         if getattr(args, flag):
             options["method"] = flag
     if args.beam is not None:
         options.update(method="beam", beam_size=args.beam)
-    for name in ("temperature", "top_k", "top_p", "length_scale", "seed", "threshold"):
-        if getattr(args, name) is not None:
+    names = ("temperature", "top_k", "top_p", "length_scale", "seed", "threshold", "batch_size")
+    for name in names:
+        if getattr(args, name, None) is not None:
             options[name] = getattr(args, name)
     return options
 

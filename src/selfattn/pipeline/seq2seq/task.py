@@ -71,6 +71,7 @@ class Seq2SeqTask(Task):
             "length_scale",
             "seed",
             "use_cache",
+            "batch_size",
         }
     )
 
