@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -126,6 +127,32 @@ def test_loss_decreases_and_metrics_have_one_line_per_epoch(tmp_path: Path) -> N
     assert checkpoint.state["epoch"] == result.best["epoch"]
     assert evaluate(best, DEV)["accuracy"] == result.best["dev_accuracy"]
     assert (tmp_path / "run" / "config.toml").is_file()
+
+
+def test_training_runs_within_the_varying_shape_attention_backends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No cuDNN attention plans per batch shape on CUDA: the whole run is inside
+    :func:`selfattn.attention.backends.varying_shapes` for the trainer's device."""
+    entered: list[torch.device] = []
+    inside: list[bool] = []
+
+    @contextlib.contextmanager
+    def recorded(device: torch.device) -> Iterator[None]:
+        entered.append(torch.device(device))
+        inside.append(True)
+        yield
+        inside.pop()
+
+    asked: list[bool] = []
+
+    def batches(epoch: int) -> list[Batch]:
+        asked.append(bool(inside))
+        return _train_batches(epoch)
+
+    monkeypatch.setattr(loop, "varying_shapes", recorded)
+    _run(_config(tmp_path / "run", epochs=2), train_batches=batches)
+    assert entered == [torch.device("cpu")] and asked == [True, True] and not inside
 
 
 def test_same_seed_same_run(tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
+from selfattn.attention.backends import varying_shapes
 from selfattn.data.readers.user_input import (
     InputDescription,
     check_text_input,
@@ -121,14 +123,23 @@ class Predictor:
 
     def predict(self, example: Example, **options: Any) -> str:
         """The prediction for ``example`` as one line of text."""
-        return self.task.predict(self.model, example, **options)
+        with varying_shapes(self.device):
+            return self.task.predict(self.model, example, **options)
 
     def evaluate(
         self, split: str = "test", *, truncate: bool = False, **options: Any
     ) -> dict[str, float]:
         """Metrics on a split of the dataset the model was trained on."""
-        return self.task.score(self.model, split, truncate=truncate, **options)
+        with varying_shapes(self.device):
+            return self.task.score(self.model, split, truncate=truncate, **options)
 
     def attention(self, example: Example, **options: Any) -> list[AttentionFigure]:
         """Every attention map the model has for ``example``."""
-        return self.task.attention(self.model, example, **options)
+        with varying_shapes(self.device):
+            return self.task.attention(self.model, example, **options)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights are."""
+        weight = next(self.model.parameters(), None)
+        return torch.device("cpu") if weight is None else weight.device

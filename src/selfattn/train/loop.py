@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from selfattn.attention.backends import varying_shapes
 from selfattn.messages import plural
 from selfattn.models.checkpointing import enable_activation_checkpointing
 from selfattn.tasks.model import TaskSpec
@@ -277,7 +278,8 @@ class Trainer:
             check_world_size(world.size, self.config.data.batch_size)
             self.device = self.dist.start(self.device)
         try:
-            result = self._run(resume=resume, overwrite=overwrite)
+            with varying_shapes(self.device):  # no cuDNN attention plans per batch shape
+                result = self._run(resume=resume, overwrite=overwrite)
         except BaseException:
             self.dist.close(wait=False)  # the other ranks fail at once instead of waiting
             raise

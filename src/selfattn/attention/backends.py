@@ -1,0 +1,41 @@
+"""Which of PyTorch's fused attention kernels selfattn lets SDPA choose on a GPU.
+
+``F.scaled_dot_product_attention`` picks a backend by a fixed priority. On recent GPUs
+(Hopper, Blackwell) and PyTorch 2.11, a call with a mask in half precision may go to
+cuDNN's fused attention, which builds an execution plan for every new shape of its inputs:
+PyTorch's ``TORCH_CUDNN_SDPA_AVOID_RECOMPILE`` (pull request 155958) exists for that
+reason, and users have measured about half a second a plan. selfattn's batches are
+bucketed by length, so the shapes change nearly every step and every decoding step. While
+training or decoding on CUDA, selfattn therefore lets SDPA choose among flash,
+memory-efficient and math attention only; off CUDA nothing changes.
+
+Why it was done: bf16 autocast trained the bible-en-es Transformer several times slower
+than float32 on an H200 (2026-11-26: about 0.7 s a step against 0.07, docs/results.md);
+cuDNN's per-shape plans are the suspected cause, not yet confirmed there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+#: The SDPA backends allowed on CUDA: every one but cuDNN's (math serves any input).
+VARYING_SHAPE_BACKENDS = (
+    SDPBackend.FLASH_ATTENTION,
+    SDPBackend.EFFICIENT_ATTENTION,
+    SDPBackend.MATH,
+)
+
+
+@contextlib.contextmanager
+def varying_shapes(device: torch.device | str) -> Iterator[None]:
+    """Within: SDPA on a CUDA ``device`` does not use cuDNN's attention (it plans for each
+    new shape); the previous choice comes back on exit. Off CUDA: no change."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    with sdpa_kernel(list(VARYING_SHAPE_BACKENDS)):
+        yield
