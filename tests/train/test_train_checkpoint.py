@@ -119,6 +119,81 @@ def test_crash_mid_save_keeps_the_previous_checkpoint(
     assert len(list(tmp_path.glob("model-*"))) == 1
 
 
+def _save_to(directories: list[Path], model: TaskModel, epoch: int) -> None:
+    optimizer = build_optimizer(model, CONFIG.train)
+    state = {"epoch": epoch, "step": 3 * epoch, "best_score": 0.5}
+    first, *also = directories
+    save_checkpoint(first, model, optimizer, None, state, CONFIG, VOCABS, also=also)
+
+
+def _data_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.name != "manifest.json")
+
+
+def test_one_save_into_two_folders_links_the_files_and_later_saves_keep_them_apart(
+    tmp_path: Path,
+) -> None:
+    """A run's new best is also its `last`: one save, the second folder's data files hard
+    links to the first's; the next save of `last` alone leaves `best` as it was."""
+    last, best = tmp_path / "last", tmp_path / "best"
+    model = _model()
+    _save_to([best], model, epoch=1)  # a `best` of an earlier generation
+    _save_to([last, best], model, epoch=2)
+    at_two = _weights(model)
+    for a, b in zip(_data_files(last), _data_files(best), strict=True):
+        assert a.stat().st_ino == b.stat().st_ino and a.stat().st_nlink == 2
+    assert [p.name for p in _data_files(best)] == ["model-000002.safetensors", "training-000002.pt"]
+    for directory in (last, best):
+        checkpoint = load_checkpoint(directory)  # digests checked on load
+        assert checkpoint.state["epoch"] == 2 and checkpoint.optimizer_state is not None
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(1.0)
+    _save_to([last], model, epoch=3)
+    assert load_checkpoint(last).state["epoch"] == 3
+    kept = load_checkpoint(best)
+    assert kept.state["epoch"] == 2
+    for key, value in at_two.items():
+        assert torch.equal(kept.model_state[key], value)
+    assert all(p.stat().st_nlink == 1 for p in _data_files(best))
+
+
+def test_where_links_are_refused_the_second_folder_gets_its_own_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(src: object, dst: object) -> None:
+        raise OSError("hard links not supported")
+
+    monkeypatch.setattr(os, "link", refused)
+    model = _model()
+    _save_to([tmp_path / "last", tmp_path / "best"], model, epoch=1)
+    for a, b in zip(_data_files(tmp_path / "last"), _data_files(tmp_path / "best"), strict=True):
+        assert a.stat().st_ino != b.stat().st_ino and a.read_bytes() == b.read_bytes()
+    assert load_checkpoint(tmp_path / "best").state["epoch"] == 1
+    assert not list(tmp_path.glob("*/.*.tmp"))
+
+
+def test_a_crash_while_committing_the_second_folder_keeps_its_previous_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    last, best = tmp_path / "last", tmp_path / "best"
+    model = _model()
+    _save_to([last, best], model, epoch=1)
+    real_replace = os.replace
+
+    def crashing_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if Path(dst) == best / "manifest.json":
+            raise OSError("simulated crash")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crashing_replace)
+    with pytest.raises(OSError, match="simulated crash"):
+        _save_to([last, best], model, epoch=2)
+    monkeypatch.undo()
+    assert load_checkpoint(last).state["epoch"] == 2
+    assert load_checkpoint(best).state["epoch"] == 1
+
+
 def _edit_manifest(directory: Path, **changes: object) -> None:
     path = directory / "manifest.json"
     manifest = json.loads(path.read_text())

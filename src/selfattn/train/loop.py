@@ -661,9 +661,8 @@ class Trainer:
                     self.vocabs,
                     spec=getattr(parts.model, "spec", None),
                 )
-        if state["best_epoch"] == line["epoch"]:
-            self._write(parts, state, "best")
-        self._write(parts, state, "last")
+        # A new best is this epoch's `last` too: one save, `best` linked to its files.
+        self._write(parts, state, "last", also_best=state["best_epoch"] == line["epoch"])
         if self.dist.is_main():
             prune_epoch_checkpoints(self.run_dir, keep, line["epoch"])
 
@@ -673,6 +672,7 @@ class Trainer:
         state: dict[str, Any],
         name: str,
         epoch_rng: dict[str, Any] | None = None,
+        also_best: bool = False,
     ) -> None:
         weights, optimizer = self.dist.states(parts.model, parts.optimizer)  # FSDP gathers
         if self.dist.is_main():
@@ -687,6 +687,7 @@ class Trainer:
                 scaler=parts.scaler,
                 epoch_rng_state=epoch_rng,
                 spec=getattr(parts.model, "spec", None),
+                also=[self.run_dir / "best"] if also_best else [],
             )
         if name == "last":
             self._saved = self._position(state)
