@@ -17,6 +17,12 @@
 # DECODE_BATCH=N (default 256) sources are decoded at once (selfattn eval --batch-size):
 # at eval's default of 64 the beam searches of 2026-11-26 ran 7–8 verses/s on an H200,
 # two minutes of the lease each, the GPU waiting on Python between small steps.
+# In one 10-minute command (a 15-minute lease): TRAIN_MINUTES=7.3 and `timeout 575`. On
+# 2026-11-26 (H200, three at once, float32) an epoch took ~20 s for the Transformers and
+# ~25 s for the RNN with checkpoints and dev evaluation, so 7.3 minutes should hold the
+# RNN's 15 epochs and, once it is done, the Transformers' 30; decoding at 256 a time
+# should then fit in the rest (estimates, not yet run).
+#
 # On a CPU-only machine the full run is days of work; arguments are passed to every
 # training as overrides, e.g. a smoke run:
 #
