@@ -1,10 +1,11 @@
 """Shared test set-up: fixed seeds, `gpu` tests skipped where there is no CUDA,
 `fetched`: a recipe's real data, or a skip that says why it cannot be had here, and
 `minilm_folder`: the real all-MiniLM-L6-v2 checkpoint (CI fetches it, so there its tests
-run)."""
+run), `backend_choice`: where selfattn picks SDPA's backends for varying shapes."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import shutil
 from collections.abc import Callable, Iterator
@@ -43,6 +44,40 @@ def _restore_threads() -> Iterator[None]:
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
+
+
+class BackendChoice:
+    """Records the uses of :func:`selfattn.attention.backends.varying_shapes` by a module
+    (:meth:`watch`): the devices it was entered for, and whether it is entered now."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered: list[torch.device] = []
+        self._depth = 0
+        self._monkeypatch = monkeypatch
+
+    @property
+    def inside(self) -> bool:
+        return self._depth > 0
+
+    def watch(self, target: str) -> None:
+        """Replace ``target`` (a module's ``varying_shapes``) with a recording stand-in."""
+
+        @contextlib.contextmanager
+        def recorded(device: torch.device | str) -> Iterator[None]:
+            self.entered.append(torch.device(device))
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+
+        self._monkeypatch.setattr(target, recorded)
+
+
+@pytest.fixture
+def backend_choice(monkeypatch: pytest.MonkeyPatch) -> BackendChoice:
+    """:class:`BackendChoice` for one test."""
+    return BackendChoice(monkeypatch)
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ a plan for every new shape, and bucketed batches change shape nearly every step)
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,8 @@ import torch
 from selfattn.attention import backends
 from selfattn.attention.backends import varying_shapes
 from selfattn.pipeline import Predictor
+
+from ..conftest import BackendChoice
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints_v1"
 
@@ -50,28 +50,19 @@ def test_off_cuda_nothing_changes() -> None:
 
 
 def test_the_predictor_decodes_within_it_on_its_models_device(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, backend_choice: BackendChoice
 ) -> None:
-    entered: list[torch.device] = []
-    inside: list[bool] = []
-
-    @contextlib.contextmanager
-    def recorded(device: torch.device) -> Iterator[None]:
-        entered.append(torch.device(device))
-        inside.append(True)
-        yield
-        inside.pop()
-
-    monkeypatch.setattr("selfattn.pipeline.predictor.varying_shapes", recorded)
+    backend_choice.watch("selfattn.pipeline.predictor.varying_shapes")
     predictor = Predictor(FIXTURES / "seq2seq")
     decode = predictor.task.decode  # type: ignore[attr-defined]
     seen: list[bool] = []
 
     def watched(*args: object, **kwargs: object) -> object:
-        seen.append(bool(inside))
+        seen.append(backend_choice.inside)
         return decode(*args, **kwargs)
 
     monkeypatch.setattr(predictor.task, "decode", watched)
     predictor.predict(predictor.example("a b c"), method="greedy")
-    assert entered == [torch.device("cpu")] and seen == [True]
+    assert backend_choice.entered == [torch.device("cpu")] and seen == [True]
+    assert not backend_choice.inside
     assert backends.VARYING_SHAPE_BACKENDS[-1] == torch.nn.attention.SDPBackend.MATH

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -34,6 +33,8 @@ from selfattn.train import (
     train,
 )
 from selfattn.train.loop import TrainingInterrupted
+
+from ..conftest import BackendChoice
 
 VOCAB, LABELS, BATCH, NUM_BATCHES = 24, 3, 8, 6
 SPEC = TaskSpec(task="token", num_labels=LABELS, vocab_size=VOCAB, max_len=16)
@@ -130,29 +131,20 @@ def test_loss_decreases_and_metrics_have_one_line_per_epoch(tmp_path: Path) -> N
 
 
 def test_training_runs_within_the_varying_shape_attention_backends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, backend_choice: BackendChoice
 ) -> None:
     """No cuDNN attention plans per batch shape on CUDA: the whole run is inside
     :func:`selfattn.attention.backends.varying_shapes` for the trainer's device."""
-    entered: list[torch.device] = []
-    inside: list[bool] = []
-
-    @contextlib.contextmanager
-    def recorded(device: torch.device) -> Iterator[None]:
-        entered.append(torch.device(device))
-        inside.append(True)
-        yield
-        inside.pop()
-
     asked: list[bool] = []
 
     def batches(epoch: int) -> list[Batch]:
-        asked.append(bool(inside))
+        asked.append(backend_choice.inside)
         return _train_batches(epoch)
 
-    monkeypatch.setattr(loop, "varying_shapes", recorded)
+    backend_choice.watch("selfattn.train.loop.varying_shapes")
     _run(_config(tmp_path / "run", epochs=2), train_batches=batches)
-    assert entered == [torch.device("cpu")] and asked == [True, True] and not inside
+    assert backend_choice.entered == [torch.device("cpu")] and asked == [True, True]
+    assert not backend_choice.inside
 
 
 def test_same_seed_same_run(tmp_path: Path) -> None:
