@@ -1,17 +1,19 @@
 """Which of PyTorch's fused attention kernels selfattn lets SDPA choose on a GPU.
 
-``F.scaled_dot_product_attention`` picks a backend by a fixed priority. On recent GPUs
-(Hopper, Blackwell) and PyTorch 2.11, a call with a mask in half precision may go to
-cuDNN's fused attention, which builds an execution plan for every new shape of its inputs:
-PyTorch's ``TORCH_CUDNN_SDPA_AVOID_RECOMPILE`` (pull request 155958) exists for that
-reason, and users have measured about half a second a plan. selfattn's batches are
-bucketed by length, so the shapes change nearly every step and every decoding step. While
-training or decoding on CUDA, selfattn therefore lets SDPA choose among flash,
-memory-efficient and math attention only; off CUDA nothing changes.
+``F.scaled_dot_product_attention`` picks a backend by a priority order. Since PyTorch 2.10
+that order puts cuDNN's fused attention first on Hopper and Blackwell GPUs (sm90, sm100)
+once the bundled cuDNN is 9.15 or newer, which PyTorch 2.11's is; it serves half-precision
+inputs. cuDNN builds an execution plan for every new shape of its inputs (PyTorch's
+``TORCH_CUDNN_SDPA_AVOID_RECOMPILE``, pull request 155958, exists for that reason; users
+have measured about half a second a plan). selfattn's batches are bucketed by length, so
+the shapes change nearly every step. While training or decoding on CUDA, selfattn
+therefore lets SDPA choose among flash, memory-efficient and math attention only; off
+CUDA nothing changes.
 
 Why it was done: bf16 autocast trained the bible-en-es Transformer several times slower
-than float32 on an H200 (2026-11-26: about 0.7 s a step against 0.07, docs/results.md);
-cuDNN's per-shape plans are the suspected cause, not yet confirmed there.
+than float32 on an H200 with PyTorch 2.11 (2026-11-26: about 0.7 s a step against 0.07,
+docs/results.md), while fixed-shape benchmarks under the same autocast kept pace with
+Hugging Face's BERT. The per-shape plans are the likely cause, not yet confirmed there.
 """
 
 from __future__ import annotations
