@@ -40,6 +40,7 @@ from selfattn.models.seq2seq import Seq2SeqTransformer
 from selfattn.pipeline import Predictor, Seq2SeqTask, prepare
 from selfattn.positional import build_positional
 from selfattn.positional.base import AbsolutePositional
+from selfattn.tasks.encoders import stack_config
 from selfattn.train.config import Config, load_config
 from selfattn.train.loop import Trainer
 
@@ -72,6 +73,19 @@ def _layer_options(config: Config) -> dict[str, Any]:
     }
 
 
+def _placed(layer: nn.Module, config: Config) -> nn.Module:
+    """``layer`` with ours' dropout placement: torch's one ``dropout`` also drops the
+    feed-forward hidden layer and the attention weights, where ours reads
+    ``model.ffn_dropout`` and ``model.attention_dropout`` (each ``None``: ``dropout``)."""
+    rates = stack_config(config.model)
+    layer.dropout.p = rates.hidden_dropout  # type: ignore[union-attr]
+    for name in ("self_attn", "multihead_attn"):  # the decoder's has both
+        attention = getattr(layer, name, None)
+        if attention is not None:
+            attention.dropout = rates.weight_dropout
+    return layer
+
+
 def _final_norm(config: Config) -> nn.Module | None:
     return nn.LayerNorm(config.model.embed_dim) if config.model.norm_first else None
 
@@ -83,7 +97,7 @@ class TorchEncoder(nn.Module):
         super().__init__()
         self.absolute = _absolute(config, max_len, getattr(ours, "absolute", None) is not None)
         self.dropout = nn.Dropout(config.model.dropout)
-        layer = nn.TransformerEncoderLayer(**_layer_options(config))
+        layer = _placed(nn.TransformerEncoderLayer(**_layer_options(config)), config)
         self.stack = nn.TransformerEncoder(
             layer, config.model.num_layers, norm=_final_norm(config), enable_nested_tensor=False
         )
@@ -104,7 +118,7 @@ class TorchDecoder(nn.Module):
         super().__init__()
         self.absolute = _absolute(config, max_len, True)
         self.dropout = nn.Dropout(config.model.dropout)
-        layer = nn.TransformerDecoderLayer(**_layer_options(config))
+        layer = _placed(nn.TransformerDecoderLayer(**_layer_options(config)), config)
         self.stack = nn.TransformerDecoder(layer, num_layers, norm=_final_norm(config))
 
     def forward(

@@ -18,7 +18,6 @@ from selfattn.data.types import Batch, TaskType
 from selfattn.kernels.linformer import LinformerKernel
 from selfattn.positional.learned import LearnedPositional
 from selfattn.tasks.config import BITS_ARCHITECTURES, DEFAULTS, ModelConfig, toml_value, unset
-from selfattn.tasks.dropout_masks import use_dropout_masks
 from selfattn.tasks.embedding import InputEmbedding
 from selfattn.tasks.encoders import (
     AttentionSequenceEncoder,
@@ -32,7 +31,7 @@ from selfattn.tasks.heads import (
     SequenceRegressor,
     TokenClassifier,
 )
-from selfattn.tasks.linear_layers import use_linear_layers
+from selfattn.tasks.layer_choices import use_layer_choices
 from selfattn.tasks.memory import MemoryTaskModel
 from selfattn.tasks.pretrained import PretrainedTaskModel, build_pretrained_model
 from selfattn.tasks.vision import ImageEmbedding, build_image_parts, uses_image
@@ -372,8 +371,7 @@ def build_model(
         )
     else:
         model = TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
-    use_dropout_masks(model, config.dropout_masks)
-    use_linear_layers(model, config.linear_layers)
+    use_layer_choices(model, config)
     return model
 
 

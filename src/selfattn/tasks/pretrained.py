@@ -25,9 +25,8 @@ from torch import Tensor, nn
 from selfattn.data.types import Batch, TaskType
 from selfattn.pretrained.bert import BertConfig, BertEncoder
 from selfattn.tasks.config import DEFAULTS, ModelConfig, toml_value, unset
-from selfattn.tasks.dropout_masks import use_dropout_masks
 from selfattn.tasks.heads import SequenceClassifier, SequenceRegressor, TokenClassifier
-from selfattn.tasks.linear_layers import use_linear_layers
+from selfattn.tasks.layer_choices import use_layer_choices
 
 #: ``[model]`` fields the checkpoint decides, with the checkpoint's value they may repeat.
 _FROM_CHECKPOINT = {
@@ -242,8 +241,7 @@ def build_pretrained_model(
             f"model.pretrained is for token, sequence, multilabel and regression tasks, not {task}"
         )
     model = PretrainedTaskModel(bert, head, task=task, spec=spec)
-    use_dropout_masks(model, config.dropout_masks)
-    use_linear_layers(model, config.linear_layers)
+    use_layer_choices(model, config)
     return model
 
 

@@ -11,9 +11,8 @@ from dataclasses import replace
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.models.seq2seq import ENCODER_STACKS, Seq2SeqTransformer, decoder_like
 from selfattn.tasks.config import ModelConfig, toml_value
-from selfattn.tasks.dropout_masks import use_dropout_masks
 from selfattn.tasks.encoders import stack_config
-from selfattn.tasks.linear_layers import use_linear_layers
+from selfattn.tasks.layer_choices import use_layer_choices
 from selfattn.tasks.model import TaskSpec, check_fields
 from selfattn.tasks.seq2seq_config import Seq2SeqConfig
 
@@ -66,8 +65,7 @@ def build_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSp
         alignment=seq2seq.alignment_config(),
     )
     built.spec = spec
-    use_dropout_masks(built, model.dropout_masks)
-    use_linear_layers(built, model.linear_layers)
+    use_layer_choices(built, model)
     return built
 
 
