@@ -116,6 +116,10 @@ class TrainConfig:
         grad_clip: clip the global gradient norm to this; ``None``: no clipping.
         amp: mixed precision (bf16 where supported, else fp16 with loss scaling). Only
             on CUDA: on the CPU it is ignored with a warning.
+        tf32: float32 matrix products on TensorFloat-32 tensor cores (a 10-bit mantissa,
+            float32's range; :mod:`selfattn.train.precision`) while training on a CUDA GPU
+            of the Ampere generation or later. Only on CUDA: on the CPU it is ignored with
+            a warning.
         seed: seeds Python, NumPy and torch, hence initialisation, dropout and batch order.
         patience: stop after this many epochs without a better dev accuracy; ``None``:
             never stop early.
@@ -185,6 +189,7 @@ class TrainConfig:
     label_smoothing: float = 0.0
     grad_clip: float | None = 1.0
     amp: bool = False
+    tf32: bool = False
     seed: int = 0
     patience: int | None = None
     device: DeviceName = "auto"

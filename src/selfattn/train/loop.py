@@ -65,6 +65,7 @@ from selfattn.train.distributed import (
 from selfattn.train.init_from import load_initial_weights
 from selfattn.train.objective import Objective
 from selfattn.train.optim import WarmupDecay, build_optimizer, build_scheduler
+from selfattn.train.precision import tensor_float32
 from selfattn.train.progress import Progress, ProgressMode, StopOnSignal
 from selfattn.train.run_dir import METRICS_FILE as METRICS_FILE  # re-exported
 from selfattn.train.run_dir import (
@@ -241,6 +242,11 @@ class Trainer:
                     "train.amp is only used on CUDA; training in float32 on the CPU",
                     stacklevel=2,
                 )
+        if config.train.tf32 and self.device.type != "cuda":
+            warnings.warn(
+                f"train.tf32 is only used on CUDA; {self.device.type} multiplies in float32",
+                stacklevel=2,
+            )
         if getattr(config.model, "linear_layers", "torch") == "onednn" and (
             self.device.type != "cpu" or self.amp_dtype is not None
         ):
@@ -278,7 +284,10 @@ class Trainer:
             check_world_size(world.size, self.config.data.batch_size)
             self.device = self.dist.start(self.device)
         try:
-            with varying_shapes(self.device):  # no cuDNN attention plans per batch shape
+            with (
+                varying_shapes(self.device),  # no cuDNN attention plans per batch shape
+                tensor_float32(self.device, train_config.tf32),
+            ):
                 result = self._run(resume=resume, overwrite=overwrite)
         except BaseException:
             self.dist.close(wait=False)  # the other ranks fail at once instead of waiting
