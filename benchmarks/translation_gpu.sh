@@ -23,6 +23,11 @@
 # RNN's 15 epochs and, once it is done, the Transformers' 30; decoding at 256 a time
 # should then fit in the rest (estimates, not yet run).
 #
+# TRANSFORMER_SET and RNN_SET: space-separated FIELD=VALUE overrides for the two
+# Transformers or the RNN alone, e.g. TRANSFORMER_SET=train.amp=true where
+# benchmarks/train_precision.py finds bf16 autocast the faster for them (each family's
+# fastest precision: the RNN's GRU already multiplies in TF32 through cuDNN).
+#
 # On a CPU-only machine the full run is days of work; arguments are passed to every
 # training as overrides, e.g. a smoke run:
 #
@@ -39,6 +44,10 @@ rm -f "$out"/line_*
 decode_batch=${DECODE_BATCH:-256}
 budget=()
 [[ -n ${TRAIN_MINUTES:-} ]] && budget=(--set "train.max_minutes=$TRAIN_MINUTES")
+transformer_sets=()
+for field in ${TRANSFORMER_SET:-}; do transformer_sets+=(--set "$field"); done
+rnn_sets=()
+for field in ${RNN_SET:-}; do rnn_sets+=(--set "$field"); done
 export PYTHONUNBUFFERED=1
 started=$(date +%s)
 
@@ -67,18 +76,19 @@ chain() {  # NAME: one model's training, then its decodings at once; fails if an
     shift
     case $name in
         selfattn)
-            twin selfattn "${budget[@]}" "$@" || return 1
+            twin selfattn "${budget[@]}" "${transformer_sets[@]}" "$@" || return 1
             echo "selfattn trained and decoded greedily at $(elapsed)" >>"$out/line_0_times"
             evaluate "$runs/selfattn" transformer_beam5 --beam 5 &
             evaluate "$runs/selfattn" transformer_nat --nat &
             ;;
         torch.nn)
-            twin torch.nn "${budget[@]}" "$@" || return 1
+            twin torch.nn "${budget[@]}" "${transformer_sets[@]}" "$@" || return 1
             echo "torch.nn trained and decoded greedily at $(elapsed)" >>"$out/line_0_times"
             ;;
         rnn)
             "$python" -m selfattn train configs/translate_bible_en_es_rnn.toml --threads 1 \
-                --set run_dir="$runs/rnn" "${budget[@]}" "$@" >"$out/train_rnn.txt" 2>&1 ||
+                --set run_dir="$runs/rnn" "${budget[@]}" "${rnn_sets[@]}" "$@" \
+                >"$out/train_rnn.txt" 2>&1 ||
                 return 1
             echo "rnn trained at $(elapsed)" >>"$out/line_0_times"
             evaluate "$runs/rnn" rnn_greedy --greedy &
@@ -95,7 +105,7 @@ for name in selfattn torch.nn rnn; do
 done
 for job in $(jobs -p); do wait "$job" || status=1; done
 {
-    echo "all done at $(elapsed)"
+    echo "all done at $(elapsed); TRANSFORMER_SET='${TRANSFORMER_SET:-}' RNN_SET='${RNN_SET:-}'"
     for name in rnn selfattn torch.nn; do
         echo "== $name"
         grep -E "^epoch [0-9]+/[0-9]+  train|^stopping|max_minutes|Error|error" "$out/train_$name.txt" | tail -n 4

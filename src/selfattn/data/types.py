@@ -26,6 +26,17 @@ TaskType = Literal["token", "sequence", "seq2seq", "regression", "bits", "multil
 InputKind = Literal["text", "vectors"]
 
 
+def moved(tensor: Tensor, device: torch.device | str, non_blocking: bool = False) -> Tensor:
+    """``tensor`` on ``device``. With ``non_blocking``, a CPU tensor bound for CUDA is staged
+    in pinned memory and copied asynchronously: a copy from pageable memory makes the host
+    wait until the GPU has run all the work queued before it, which keeps a training loop
+    from queuing the next step while the GPU runs this one. (PyTorch's caching host
+    allocator keeps the pinned copy alive until the transfer is done.)"""
+    if non_blocking and tensor.device.type == "cpu" and torch.device(device).type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 class DataError(ValueError):
     """Bad user data: the message names the file and line (``path:line: problem``)."""
 
@@ -102,10 +113,12 @@ class Subwords:
     attention_mask: Tensor
     first: Tensor
 
-    def to(self, device: torch.device | str) -> Subwords:
-        """The same tensors on ``device``."""
+    def to(self, device: torch.device | str, *, non_blocking: bool = False) -> Subwords:
+        """The same tensors on ``device`` (``non_blocking``: see :func:`moved`)."""
         return Subwords(
-            self.input_ids.to(device), self.attention_mask.to(device), self.first.to(device)
+            moved(self.input_ids, device, non_blocking),
+            moved(self.attention_mask, device, non_blocking),
+            moved(self.first, device, non_blocking),
         )
 
 
@@ -136,21 +149,23 @@ class Batch:
     edge_attr: Tensor | None = None
     subwords: Subwords | None = None
 
-    def to(self, device: torch.device | str) -> Batch:
-        """The same batch on ``device``."""
+    def to(self, device: torch.device | str, *, non_blocking: bool = False) -> Batch:
+        """The same batch on ``device`` (``non_blocking``: see :func:`moved`)."""
 
         def move(t: Tensor | None) -> Tensor | None:
-            return None if t is None else t.to(device)
+            return None if t is None else moved(t, device, non_blocking)
 
         return Batch(
             move(self.token_ids),
             move(self.char_ids),
             move(self.features),
-            self.key_padding_mask.to(device),
-            self.labels.to(device),
+            moved(self.key_padding_mask, device, non_blocking),
+            moved(self.labels, device, non_blocking),
             edge_index=move(self.edge_index),
             edge_attr=move(self.edge_attr),
-            subwords=None if self.subwords is None else self.subwords.to(device),
+            subwords=None
+            if self.subwords is None
+            else self.subwords.to(device, non_blocking=non_blocking),
         )
 
     @property

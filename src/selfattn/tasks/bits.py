@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from selfattn.data.types import moved
 from selfattn.memory.ntm import NTM
 from selfattn.tasks.config import ModelConfig
 
@@ -52,10 +53,12 @@ class BitsBatch:
         """``(B, T)`` True where bits are due."""
         return (self.labels >= 0).all(-1)
 
-    def to(self, device: torch.device | str) -> BitsBatch:
-        """The same batch on ``device``."""
+    def to(self, device: torch.device | str, *, non_blocking: bool = False) -> BitsBatch:
+        """The same batch on ``device`` (``non_blocking``: :func:`selfattn.data.types.moved`)."""
         return BitsBatch(
-            self.inputs.to(device), self.labels.to(device), self.key_padding_mask.to(device)
+            moved(self.inputs, device, non_blocking),
+            moved(self.labels, device, non_blocking),
+            moved(self.key_padding_mask, device, non_blocking),
         )
 
 

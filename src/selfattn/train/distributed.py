@@ -129,9 +129,13 @@ def units(batch: Any) -> int:
 
 @dataclass(frozen=True)
 class StepTotals:
-    """One optimizer step's sums over the global batch: ``loss · units``, units, tokens."""
+    """One optimizer step's sums over the global batch: ``loss · units``, units, tokens.
 
-    loss_sum: float
+    ``loss_sum`` is a 0-dim float64 tensor on the loss's device: reading it waits for the
+    step's forward pass, so the training loop reads it only when it shows or saves it.
+    """
+
+    loss_sum: Tensor
     units: int
     tokens: int
 
@@ -237,23 +241,23 @@ class Distributed:
         self._wrapper = wrapped
         return wrapped
 
-    def reduce(self, loss: Tensor, batch: Any, counts: bool) -> tuple[Tensor, StepTotals]:
-        """The loss to back-propagate and the step's global sums.
+    def reduce(self, loss: Tensor, n: int, tokens: int) -> tuple[Tensor, StepTotals]:
+        """The loss to back-propagate and the step's global sums, from this rank's loss,
+        units ``n`` and ``tokens`` (counted on the host: no wait for the device).
 
-        In one process ``loss`` itself. With N ranks, ``loss · units_r · N / units`` (the
-        gradient averaging of DDP / FSDP then gives the gradient of the global mean).
+        In one process ``loss`` itself, and nothing waits for the device. With N ranks,
+        ``loss · units_r · N / units`` (the gradient averaging of DDP / FSDP then gives
+        the gradient of the global mean), which needs the global units at once.
         """
-        n = units(batch) if counts else 0
-        tokens = batch.num_tokens if counts else 0
+        loss_sum = loss.detach().double() * n
         if self.size == 1:
-            return loss, StepTotals(float(loss.detach()) * n, n, tokens)
-        sums = torch.tensor(
-            [n, float(loss.detach()) * n, tokens], dtype=torch.float64, device=self._device
-        )
+            return loss, StepTotals(loss_sum, n, tokens)
+        counts = torch.tensor([n, tokens], dtype=torch.float64, device=self._device)
+        sums = torch.cat([counts[:1], loss_sum.reshape(1).to(self._device), counts[1:]])
         dist.all_reduce(sums)
         total = int(sums[0])
         scale = n * self.size / max(total, 1)
-        return loss * scale, StepTotals(float(sums[1]), total, int(sums[2]))
+        return loss * scale, StepTotals(sums[1], total, int(sums[2]))
 
     def agree(self, *flags: bool) -> tuple[bool, ...]:
         """Each flag, true on any rank (so all ranks stop or save at the same step)."""

@@ -29,6 +29,7 @@ and only rank 0 writes files and shows progress; the loop asks
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import time
 import warnings
@@ -59,6 +60,7 @@ from selfattn.train.distributed import (
     StepTotals,
     World,
     check_world_size,
+    units,
     unpack,
     world_from_env,
 )
@@ -85,6 +87,9 @@ DevBatches = Callable[[], Iterable[Any]]
 TIMING_KEYS = ("tokens_per_s", "seconds")
 #: ``train.checkpoint_every = None``: save ``last`` after this many seconds of training.
 CHECKPOINT_SECONDS = 120.0
+#: Off the CPU the console's running loss is read (which waits for the device) at most
+#: this often.
+LOSS_SECONDS = 1.0
 #: The loop state of an epoch in progress: batches done and the running sums of its metrics.
 _EPOCH_START: dict[str, Any] = {
     "batch": 0,
@@ -177,6 +182,12 @@ def selection_score(dev: dict[str, float]) -> float:
         if metric in dev:
             return dev[metric]
     return -dev["loss"]
+
+
+def _reads_are_free(device: torch.device) -> bool:
+    """Whether reading a value back from ``device`` costs no wait (on the CPU every value
+    is computed by the time the next line runs)."""
+    return device.type == "cpu"
 
 
 def seed_everything(seed: int) -> None:
@@ -531,27 +542,44 @@ class Trainer:
         epoch = state["epoch"] + 1
         epochs, steps = self.config.train.epochs, state["steps_per_epoch"]
         parts.model.train()
+        # The epoch's loss sum stays on the device, added to in float64 step by step as
+        # state["loss_sum"] was; reading it (state["loss_sum"] = float(...)) waits for the
+        # step, so off the CPU it is read for the console at most every LOSS_SECONDS and
+        # before anything saves or stops.
+        loss_sum = torch.tensor(state["loss_sum"], dtype=torch.float64, device=self.device)
+        shown_at, shown = -math.inf, 0.0
+
+        def read_loss() -> None:
+            state["loss_sum"] = float(loss_sum)
+
         for item in batches:
             if self._steps_done(state):  # train.max_steps ends this epoch early
                 break
             batch, counts = unpack(item)  # a rank's empty share of a batch counts 0
-            batch = batch.to(self.device)
-            totals = self._step(parts, batch, state["step"], counts)
+            n, tokens = (units(batch), batch.num_tokens) if counts else (0, 0)
+            batch = batch.to(self.device, non_blocking=True)
+            totals = self._step(parts, batch, state["step"], n, tokens)
             parts.scheduler.step()
             state["step"] += 1
             state["batch"] += 1
-            state["loss_sum"] += totals.loss_sum
+            loss_sum = loss_sum + totals.loss_sum
             state["units"] += totals.units
             state["tokens"] += totals.tokens
             state["train_seconds"] = seconds_before + time.perf_counter() - started
             rate = state["tokens"] / max(state["train_seconds"], 1e-9)
-            mean_loss = state["loss_sum"] / max(state["units"], 1)
-            self._console.step(f"{epoch}/{epochs}", state["batch"], steps, mean_loss, rate)
+            now = time.monotonic()
+            if _reads_are_free(self.device) or now - shown_at >= LOSS_SECONDS:
+                read_loss()
+                shown_at = now
+                shown = state["loss_sum"] / max(state["units"], 1)
+            self._console.step(f"{epoch}/{epochs}", state["batch"], steps, shown, rate)
             # Between steps, never inside one: a signal only sets a flag that is read here
             # (by every rank at the same step).
             stop, save_due, out_of_time = self.dist.agree(
                 self._stop.requested, self._mid_epoch_save_due(state), self._no_time_for(0.0)
             )
+            if stop or save_due or out_of_time:
+                read_loss()
             if stop:
                 self._save_last(parts, state)
                 raise TrainingInterrupted(
@@ -568,6 +596,10 @@ class Trainer:
                 raise _OutOfTime
             if save_due:
                 self._save_last(parts, state)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # the epoch's time includes its queued steps
+            state["train_seconds"] = seconds_before + time.perf_counter() - started
+        read_loss()
 
     def _epoch_line(self, parts: _Parts, state: dict[str, Any]) -> dict[str, Any]:
         """Evaluate at an epoch's end, update the best epoch and early stopping in ``state``."""
@@ -596,9 +628,11 @@ class Trainer:
         line["best_epoch"] = state["best_epoch"]
         return line
 
-    def _step(self, parts: _Parts, batch: Any, step: int, counts: bool = True) -> StepTotals:
-        """One optimizer step on ``batch``; returns its (smoothed) loss summed over the
-        global batch, with its units and tokens (``counts``: whether this rank's do)."""
+    def _step(self, parts: _Parts, batch: Any, step: int, n: int, tokens: int) -> StepTotals:
+        """One optimizer step on ``batch``, whose loss is the mean over ``n`` units (this
+        rank's, 0 for an empty share) of ``tokens``; returns its (smoothed) loss summed
+        over the global batch, with its units and tokens. Nothing in it waits for the
+        device in one process."""
         train_config = self.config.train
         model, optimizer, scaler = parts.model, parts.optimizer, parts.scaler
         autocast = (
@@ -608,7 +642,7 @@ class Trainer:
         )
         with autocast:
             loss = parts.loss(batch, step)
-        loss, totals = self.dist.reduce(loss, batch, counts)
+        loss, totals = self.dist.reduce(loss, n, tokens)
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None:
             scaler.scale(loss).backward()

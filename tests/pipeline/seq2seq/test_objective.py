@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from selfattn.data import Example
-from selfattn.data.batching.seq2seq_collate import Seq2SeqCollator, target_vocabulary
+from selfattn.data.batching.seq2seq_collate import (
+    Seq2SeqBatch,
+    Seq2SeqCollator,
+    target_vocabulary,
+)
+from selfattn.data.specials import IGNORE_INDEX, PAD_ID
 from selfattn.data.vocab import Vocabulary
-from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective, nat_inputs
+from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective, encode_batch, nat_inputs
 from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
 
 WORDS = ["a", "b", "c", "d", "e"]
@@ -80,6 +86,35 @@ def test_nat_inputs_are_bos_up_to_each_length() -> None:
     ids, padding = nat_inputs(torch.tensor([2, 4]))
     assert ids.tolist() == [[2, 2, 0, 0], [2, 2, 2, 2]]
     assert padding.tolist() == [[False, False, True, True], [False] * 4]
+
+
+def test_nat_inputs_take_a_wider_width() -> None:
+    ids, padding = nat_inputs(torch.tensor([2, 3]), width=5)
+    assert ids.tolist() == [[2, 2, 0, 0, 0], [2, 2, 2, 0, 0]]
+    assert padding.tolist() == [[False, False, True, True, True], [False] * 3 + [True] * 2]
+
+
+def test_the_nat_pass_takes_its_width_from_the_batch_and_padding_changes_nothing() -> None:
+    """The NAT pass is as wide as the batch's targets (no read of the lengths back from
+    the device); a batch padded one column wider gives the same loss."""
+    settings = Seq2SeqConfig(nat=True)
+    collator, examples = _batch()
+    model = _model(settings, collator)
+    model.eval()
+    batch = collator(examples)
+    objective = Seq2SeqObjective(settings)
+    encoded = encode_batch(model, batch)
+    loss = objective.nat_loss(model, encoded, batch)
+    longest = int((~batch.target_padding).sum(1).max())
+    assert longest == batch.target_padding.shape[1]  # the collator pads to the longest
+    wider = Seq2SeqBatch(
+        batch.source,
+        batch.source_padding,
+        F.pad(batch.target_in, (0, 1), value=PAD_ID),
+        F.pad(batch.target_out, (0, 1), value=IGNORE_INDEX),
+        F.pad(batch.target_padding, (0, 1), value=True),
+    )
+    torch.testing.assert_close(objective.nat_loss(model, encoded, wider), loss)
 
 
 def test_config_refuses_inconsistent_settings() -> None:

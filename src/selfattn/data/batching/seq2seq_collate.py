@@ -40,7 +40,7 @@ from selfattn.data.specials import (
     UNK,
     UNK_ID,
 )
-from selfattn.data.types import DataError, Example
+from selfattn.data.types import DataError, Example, moved
 from selfattn.data.vocab import Vocabulary
 
 TargetKind = Literal["vocab", "pointer", "copy"]
@@ -91,15 +91,19 @@ class Seq2SeqBatch:
         """Real source plus target positions (for tokens/s)."""
         return int((~self.source_padding).sum() + (~self.target_padding).sum())
 
-    def to(self, device: torch.device | str) -> Seq2SeqBatch:
-        """The same batch on ``device``."""
+    def to(self, device: torch.device | str, *, non_blocking: bool = False) -> Seq2SeqBatch:
+        """The same batch on ``device`` (``non_blocking``: :func:`selfattn.data.types.moved`)."""
+
+        def move(t: Tensor) -> Tensor:
+            return moved(t, device, non_blocking)
+
         return Seq2SeqBatch(
-            self.source.to(device),
-            self.source_padding.to(device),
-            self.target_in.to(device),
-            self.target_out.to(device),
-            self.target_padding.to(device),
-            None if self.copy_ids is None else self.copy_ids.to(device),
+            move(self.source),
+            move(self.source_padding),
+            move(self.target_in),
+            move(self.target_out),
+            move(self.target_padding),
+            None if self.copy_ids is None else move(self.copy_ids),
             self.num_extended,
             self.extended,
             self.references,

@@ -110,7 +110,10 @@ class Seq2SeqObjective:
         length_loss = F.cross_entropy(
             length_logits.float(), lengths.clamp(max=length_logits.shape[-1] - 1)
         )
-        inputs, padding = nat_inputs(lengths)
+        # The batch's width, not lengths.max(): reading that would wait for the device
+        # mid-step, and the collator pads targets to the longest (EOS included), so the
+        # two agree; wider padding would add columns that are padding in every row.
+        inputs, padding = nat_inputs(lengths, width=batch.target_padding.shape[1] - 1)
         out = model.decode(
             inputs,
             encoded,
@@ -134,9 +137,11 @@ class Seq2SeqObjective:
         return evaluate_teacher_forced(model, batches, device=device)
 
 
-def nat_inputs(lengths: Tensor) -> tuple[Tensor, Tensor]:
-    """BOS at each of a row's ``lengths[b]`` positions, PAD after: ``(ids, padding)``."""
-    width = int(lengths.max()) if lengths.numel() else 0
+def nat_inputs(lengths: Tensor, width: int | None = None) -> tuple[Tensor, Tensor]:
+    """BOS at each of a row's ``lengths[b]`` positions, PAD after: ``(ids, padding)``,
+    ``width`` columns (default: the longest row's)."""
+    if width is None:
+        width = int(lengths.max()) if lengths.numel() else 0
     padding = torch.arange(width, device=lengths.device)[None, :] >= lengths[:, None]
     ids = torch.full(padding.shape, BOS_ID, dtype=torch.long, device=lengths.device)
     return ids.masked_fill(padding, PAD_ID), padding
