@@ -110,6 +110,24 @@ def test_smoothed_nll_of_a_vocabulary_output_is_cross_entropy(epsilon: float) ->
     torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_all_finite_smoothing_is_the_masked_one_without_masks(epsilon: float) -> None:
+    """The vocabulary output's shortcut (a plain mean for the spread term) gives the
+    masked computation's loss and gradient, in float64 to the last bits."""
+    logits = torch.randn(3, 5, 7, dtype=torch.float64, requires_grad=True)
+    target = _targets()
+    results = []
+    for all_finite in (False, True):
+        loss = sequence_nll(
+            logits.log_softmax(-1), target, label_smoothing=epsilon, all_finite=all_finite
+        )
+        (grad,) = torch.autograd.grad(loss, logits)
+        results.append((loss, grad))
+    torch.testing.assert_close(results[1], results[0], rtol=1e-12, atol=1e-12)
+    expected = F.cross_entropy(logits.transpose(1, 2), target, label_smoothing=epsilon)
+    torch.testing.assert_close(results[1][0], expected)
+
+
 def test_smoothing_skips_impossible_ids_and_stays_finite() -> None:
     """Pointer-style outputs: −inf ids get no smoothing mass, even at padding (PAD = −inf)."""
     logits = torch.randn(3, 5, 9, requires_grad=True)

@@ -15,7 +15,13 @@ from selfattn.data.batching.seq2seq_collate import (
 )
 from selfattn.data.specials import IGNORE_INDEX, PAD_ID
 from selfattn.data.vocab import Vocabulary
-from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective, encode_batch, nat_inputs
+from selfattn.pipeline.seq2seq import objective as objective_module
+from selfattn.pipeline.seq2seq.objective import (
+    Seq2SeqObjective,
+    encode_batch,
+    finite_log_probs,
+    nat_inputs,
+)
 from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
 
 WORDS = ["a", "b", "c", "d", "e"]
@@ -115,6 +121,36 @@ def test_the_nat_pass_takes_its_width_from_the_batch_and_padding_changes_nothing
         F.pad(batch.target_padding, (0, 1), value=True),
     )
     torch.testing.assert_close(objective.nat_loss(model, encoded, wider), loss)
+
+
+@pytest.mark.parametrize("output", ["vocab", "copy"])
+def test_finite_outputs_take_the_smoothing_shortcut(
+    output: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vocabulary output (a log-softmax) and the copy output (floored above 0) have
+    every log-probability finite: their smoothed loss takes the shortcut, in the
+    autoregressive and the NAT terms."""
+    seen: list[bool] = []
+    nll = objective_module.sequence_nll
+
+    def recording(*args: object, **kwargs: object) -> torch.Tensor:
+        seen.append(bool(kwargs["all_finite"]))
+        return nll(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(objective_module, "sequence_nll", recording)
+    settings = Seq2SeqConfig(output=output, nat=output == "vocab")  # type: ignore[arg-type]
+    collator, examples = _batch(output)
+    model = _model(settings, collator)
+    loss = Seq2SeqObjective(settings, label_smoothing=0.1).loss(model, collator(examples), 0)
+    assert torch.isfinite(loss)
+    assert seen == [True] * (2 if output == "vocab" else 1)
+
+
+def test_the_pointer_output_is_not_all_finite() -> None:
+    collator, _ = _batch()
+    pointer = _model(Seq2SeqConfig(output="pointer", tie_output=False), collator)
+    assert not finite_log_probs(pointer)  # type: ignore[arg-type]
+    assert finite_log_probs(_model(Seq2SeqConfig(), collator))  # type: ignore[arg-type]
 
 
 def test_config_refuses_inconsistent_settings() -> None:

@@ -48,7 +48,13 @@ __all__ = [
 ]
 
 
-def sequence_nll(log_probs: Tensor, target_out: Tensor, *, label_smoothing: float = 0.0) -> Tensor:
+def sequence_nll(
+    log_probs: Tensor,
+    target_out: Tensor,
+    *,
+    label_smoothing: float = 0.0,
+    all_finite: bool = False,
+) -> Tensor:
     """Mean label-smoothed negative log-likelihood over the real target positions.
 
     With smoothing ε the target distribution is (1 − ε) on the gold id plus ε spread evenly
@@ -67,6 +73,10 @@ def sequence_nll(log_probs: Tensor, target_out: Tensor, *, label_smoothing: floa
         log_probs: ``(B, T, V)`` log-probabilities.
         target_out: ``(B, T)`` gold ids, ``-100`` at padding.
         label_smoothing: ε in [0, 1).
+        all_finite: the caller knows every entry of ``log_probs`` is finite (a vocabulary
+            output's log-softmax): the spread term is then a plain mean over the ids, the
+            same number without the masks of finite entries (at 256 × 35 × 8,000 on this
+            CPU the smoothed loss's forward and backward take 0.62 s instead of 1.38 s).
 
     Returns:
         Scalar loss; 0 (still differentiable) when no position is real.
@@ -83,7 +93,10 @@ def sequence_nll(log_probs: Tensor, target_out: Tensor, *, label_smoothing: floa
     # torch.where, never a product with the mask: padding may pick a −inf entry, and
     # 0 · inf is NaN in the forward pass.
     loss = -log_probs.gather(-1, gold).squeeze(-1)  # (B, T)
-    if label_smoothing > 0:
+    if label_smoothing > 0 and all_finite:
+        spread = -log_probs.mean(-1)
+        loss = (1.0 - label_smoothing) * loss + label_smoothing * spread
+    elif label_smoothing > 0:
         finite = torch.isfinite(log_probs)
         spread = -torch.where(finite, log_probs, 0.0).sum(-1) / finite.sum(-1).clamp(min=1)
         loss = (1.0 - label_smoothing) * loss + label_smoothing * spread

@@ -86,7 +86,12 @@ class Seq2SeqObjective:
             need_weights=needs_weights,
             num_extended=batch.num_extended,
         )
-        loss = sequence_nll(out.log_probs, batch.target_out, label_smoothing=self.label_smoothing)
+        loss = sequence_nll(
+            out.log_probs,
+            batch.target_out,
+            label_smoothing=self.label_smoothing,
+            all_finite=finite_log_probs(model),
+        )
         if config.guided_attention > 0:
             assert out.cross_attentions is not None
             loss = loss + config.guided_attention * guided_attention_loss(
@@ -122,7 +127,12 @@ class Seq2SeqObjective:
             num_extended=batch.num_extended,
         )
         targets = batch.target_out[:, : inputs.shape[1]].masked_fill(padding, IGNORE_INDEX)
-        nll = sequence_nll(out.log_probs, targets, label_smoothing=self.label_smoothing)
+        nll = sequence_nll(
+            out.log_probs,
+            targets,
+            label_smoothing=self.label_smoothing,
+            all_finite=finite_log_probs(model),
+        )
         return nll + length_loss
 
     @torch.no_grad()
@@ -135,6 +145,13 @@ class Seq2SeqObjective:
     ) -> dict[str, float]:
         """Teacher-forced loss and token accuracy (EOS included) over ``batches``."""
         return evaluate_teacher_forced(model, batches, device=device)
+
+
+def finite_log_probs(model: Seq2SeqModel) -> bool:
+    """Whether every log-probability ``model`` gives is finite: a vocabulary output's
+    log-softmax, or the copy output's mixture (floored above 0); the pointer output gives
+    −inf to the ids that name no source position."""
+    return model.output != "pointer"
 
 
 def nat_inputs(lengths: Tensor, width: int | None = None) -> tuple[Tensor, Tensor]:
