@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 
 from selfattn.cli import toy
 from selfattn.cli.main import main
+
+from ..tiny_runs import write_reviews, write_tiny_config
 
 
 def test_toy_self_attention_beats_per_vector_fc() -> None:
@@ -71,3 +76,28 @@ def test_toy_writes_no_bar_redraws_off_a_terminal() -> None:
     )
     assert "\r" not in result.stderr and "\r" not in result.stdout
     assert "self-attention" in result.stdout
+
+
+def test_a_warning_is_one_line_naming_the_command(tmp_path: Path) -> None:
+    """Not Python's ``file:line: UserWarning: …`` and the source line under it."""
+    config = write_tiny_config(tmp_path, write_reviews(tmp_path / "train.csv", 40))
+    done = subprocess.run(
+        [sys.executable, "-m", "selfattn", "train", str(config), "--set", "train.tf32=true"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "warning:" in line]
+    assert warned == [
+        "selfattn train: warning: train.tf32 is only used on CUDA; cpu multiplies in float32"
+    ]
+    assert "UserWarning" not in done.stderr and "Trainer(" not in done.stderr
+
+
+def test_the_warning_format_is_given_back(tmp_path: Path) -> None:
+    before = warnings.formatwarning
+    config = write_tiny_config(tmp_path, write_reviews(tmp_path / "train.csv", 40))
+    with pytest.warns(UserWarning, match="train.tf32"):  # still a warning to Python
+        assert main(["train", str(config), "--set", "train.tf32=true", "--threads", "1"]) == 0
+    assert warnings.formatwarning is before

@@ -6,7 +6,8 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 
 from selfattn import __version__, runtime
 from selfattn.cli import (
@@ -104,8 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; a user's mistake is one line on stderr and exit status 2, no traceback."""
+    """Entry point; a user's mistake is one line on stderr and exit status 2, no traceback,
+    and a warning one line too (``selfattn train: warning: …``, not Python's file, line
+    number and source line)."""
     args = build_parser().parse_args(argv)
+    previous = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning(args.command)
     try:
         if "threads" in vars(args):
             apply_threads(args)
@@ -120,6 +125,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "train" and getattr(interrupt, "checkpoint", None) is not None:
             print(f"continue with: {resume_command(args)}", file=sys.stderr)
         return 130
+    finally:
+        warnings.formatwarning = previous
+
+
+def _one_line_warning(command: str) -> Callable[..., str]:
+    """A ``warnings.formatwarning`` for ``command``: the message alone, after the command
+    (a warning that is not a plain ``UserWarning`` names its category)."""
+
+    def format_warning(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        line: str | None = None,
+    ) -> str:
+        kind = "" if category is UserWarning else f" ({category.__name__})"
+        return f"selfattn {command}: warning: {message}{kind}\n"
+
+    return format_warning
 
 
 def apply_threads(args: argparse.Namespace) -> None:
