@@ -33,16 +33,16 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.attention.cache import DecoderCache
-from selfattn.data.batching.collate import batches
 from selfattn.models.decoder import DecoderOutput
 from selfattn.models.encoder import EncoderOutput
 from selfattn.models.seq2seq import Seq2SeqTransformer
 from selfattn.pipeline import Predictor, Seq2SeqTask, prepare
+from selfattn.pipeline.run import epoch_batches
 from selfattn.positional import build_positional
 from selfattn.positional.base import AbsolutePositional
 from selfattn.tasks.encoders import stack_config
 from selfattn.train.config import Config, load_config
-from selfattn.train.loop import Trainer
+from selfattn.train.loop import train
 
 
 def _absolute(config: Config, max_len: int, wanted: bool) -> nn.Module | None:
@@ -169,23 +169,17 @@ class TorchStacks(Seq2SeqTask):
 def train_one(config: Config, prepared: Any, reference: bool) -> tuple[Path, dict[str, float]]:
     """Train with the library's loop; returns the run folder and the training's facts:
     median step time, epochs run, best epoch, whether ``train.max_minutes`` ended it."""
-    size, seed = config.data.batch_size, config.train.seed
-
-    def train_batches(epoch: int) -> list[Any]:
-        groups = batches(prepared.splits.train, size, shuffle=True, seed=seed * 1000 + epoch)
-        return [prepared.task.collate(group) for group in groups]
-
     dev = prepared.batches_of(prepared.splits.dev)
     objective = TorchStacks(config, prepared.spec) if reference else prepared.task
-    trainer = Trainer(
+    result = train(
         config,
         prepared.spec,
-        train_batches,
+        epoch_batches(config, prepared),
         lambda: dev,
         objective=objective,
         vocabs=prepared.vocabs(),
+        overwrite=True,
     )
-    result = trainer.run(overwrite=True)
     history = result.history
     if not history:
         raise SystemExit(

@@ -35,10 +35,10 @@ from typing import Any
 
 import torch
 
-from selfattn.data.batching.collate import batches
 from selfattn.pipeline import prepare
+from selfattn.pipeline.run import epoch_batches
 from selfattn.train.config import load_config
-from selfattn.train.loop import Trainer
+from selfattn.train.loop import train
 
 #: Each mode's ``--set`` overrides.
 MODES: dict[str, tuple[str, ...]] = {
@@ -49,9 +49,15 @@ MODES: dict[str, tuple[str, ...]] = {
 
 
 def train_once(
-    args: argparse.Namespace, prepared: Any, mode: str, steps: int, folder: Path
+    args: argparse.Namespace,
+    prepared: Any,
+    data: tuple[list[Any], list[Any]],
+    mode: str,
+    steps: int,
+    folder: Path,
 ) -> tuple[float, float]:
-    """Train ``steps`` steps in ``mode``; the epoch's tokens/s and training loss."""
+    """Train ``steps`` steps of ``data`` (training batches, dev batches) in ``mode``; the
+    epoch's tokens/s and training loss."""
     overrides = [
         *args.overrides,
         *MODES[mode],
@@ -62,21 +68,19 @@ def train_once(
         f"run_dir={folder / mode}",
     ]
     config = load_config(args.config, overrides)
-    size = config.data.batch_size
-    groups = batches(prepared.splits.train, size, shuffle=True, seed=config.train.seed * 1000 + 1)
-    train = [prepared.task.collate(group) for group in groups[:steps]]
-    dev = prepared.batches_of(prepared.splits.dev[: args.dev])
-    trainer = Trainer(
-        config,
-        prepared.spec,
-        lambda epoch: train,
-        lambda: dev,
-        objective=prepared.task,
-        vocabs=prepared.vocabs(),
-    )
+    train_batches, dev = data[0][:steps], data[1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. a dropout mask kind that is for the CPU
-        line = trainer.run(overwrite=True).history[-1]
+        result = train(
+            config,
+            prepared.spec,
+            lambda epoch: train_batches,
+            lambda: dev,
+            objective=prepared.task,
+            vocabs=prepared.vocabs(),
+            overwrite=True,
+        )
+    line = result.history[-1]
     return float(line["tokens_per_s"]), float(line["train_loss"])
 
 
@@ -103,16 +107,21 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     torch.set_num_threads(args.threads)
-    prepared = prepare(load_config(args.config, list(args.overrides)))
+    config = load_config(args.config, list(args.overrides))
+    prepared = prepare(config)
+    data = (
+        epoch_batches(config, prepared)(1),  # the first epoch's batches, as training has them
+        prepared.batches_of(prepared.splits.dev[: args.dev]),
+    )
     rates: dict[str, list[float]] = {mode: [] for mode in modes}
     losses: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         if args.warmup:
-            train_once(args, prepared, "float32", args.warmup, folder / "warmup")
+            train_once(args, prepared, data, "float32", args.warmup, folder / "warmup")
         for round_ in range(args.repeats):
             for mode in modes[round_ % len(modes) :] + modes[: round_ % len(modes)]:
-                rate, loss = train_once(args, prepared, mode, args.steps, folder)
+                rate, loss = train_once(args, prepared, data, mode, args.steps, folder)
                 rates[mode].append(rate)
                 losses[mode] = loss
     medians = {mode: statistics.median(values) for mode, values in rates.items()}

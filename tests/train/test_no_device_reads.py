@@ -26,12 +26,11 @@ from selfattn.train.loop import Trainer
 
 from ..cli.test_cli_seq2seq import _config
 from ..tiny_runs import train_config, write_reviews, write_tiny_config
+from .test_amp import needs_cuda  # the gpu tests' one skip: CI has no GPU
 
 #: The packages whose code runs a step's bookkeeping and losses.
 WATCHED = ("selfattn/train/", "selfattn/pipeline/")
 CONVERSIONS = ("__bool__", "__int__", "__float__", "item", "tolist", "__index__", "numpy")
-
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
 @contextlib.contextmanager

@@ -90,6 +90,20 @@ def batches_per_epoch(config: Config, prepared: Prepared) -> int:
     return len(batches(prepared.splits.train, config.data.batch_size, shuffle=True))
 
 
+def epoch_batches(config: Config, prepared: Prepared) -> Callable[[int], list[Any]]:
+    """The training loop's ``train_batches``: epoch ``e``'s shuffled batches of
+    ``data.batch_size`` (seed ``train.seed · 1000 + e``), collated; under torchrun, this
+    process's share of each global batch."""
+    seed, size = config.train.seed, config.data.batch_size
+    train_split, task = prepared.splits.train, prepared.task
+
+    def train_batches(epoch: int) -> list[Any]:
+        groups = batches(train_split, size, shuffle=True, seed=seed * 1000 + epoch)
+        return [share(group, task.collate) for group in groups]
+
+    return train_batches
+
+
 def run(
     config: Config,
     *,
@@ -107,21 +121,13 @@ def run(
     if log is not None:
         for note in prepared.notes:
             log(note)
-    seed, size = config.train.seed, config.data.batch_size
-    train_split, task = prepared.splits.train, prepared.task
-
-    def train_batches(epoch: int) -> list[Any]:
-        groups = batches(train_split, size, shuffle=True, seed=seed * 1000 + epoch)
-        # Under torchrun, this process's share of each global batch.
-        return [share(group, task.collate) for group in groups]
-
     dev = prepared.batches_of(prepared.splits.dev) if prepared.splits.dev else None
     result = train(
         config,
         prepared.spec,
-        train_batches,
+        epoch_batches(config, prepared),
         (lambda: dev) if dev is not None else None,
-        objective=task,
+        objective=prepared.task,
         vocabs=prepared.vocabs(),
         resume=resume,
         overwrite=overwrite,
