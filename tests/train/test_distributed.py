@@ -8,15 +8,18 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+import torch.distributed as dist
+from torch import nn
 
 from selfattn.cli.main import main
 from selfattn.train.checkpoint import MANIFEST, load_checkpoint
-from selfattn.train.distributed import EmptyShare, share, world_from_env
+from selfattn.train.distributed import Distributed, EmptyShare, World, share, world_from_env
 
 from ..tiny_runs import write_reviews, write_tiny_config
 
@@ -186,3 +189,27 @@ def test_share_takes_every_nth_example(monkeypatch: pytest.MonkeyPatch) -> None:
     assert world_from_env().rank == 1
     assert share([1, 2, 3, 4, 5], list) == [2, 4]
     assert share([1], list) == EmptyShare([1])
+
+
+class _SumLoss:
+    def loss(self, model: nn.Module, batch: torch.Tensor, step: int) -> torch.Tensor:
+        return model(batch).sum()
+
+
+def test_close_lets_ddp_go_before_the_group_ends() -> None:
+    """Nothing of the DDP wrapper outlives close(): its reducer holds the process group,
+    which would otherwise end during interpreter shutdown (where gloo can abort)."""
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        group = Distributed(World(rank=0, size=2), "ddp")  # size > 1: the group's path
+        group.start(torch.device("cpu"))
+        step = group.wrap(nn.Linear(3, 2), _SumLoss())
+        step(torch.ones(4, 3), 0).backward()  # the reducer has run once
+        wrapper = weakref.ref(step)
+        del step
+        group.close()
+        assert not dist.is_initialized()
+        assert wrapper() is None
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -205,6 +205,11 @@ class Distributed:
         if self.size > 1 and dist.is_initialized():
             if wait:
                 dist.barrier()
+            # DDP's reducer keeps the group alive: let it go first, so that the group
+            # ends here and not while the interpreter shuts down, where gloo's worker
+            # threads freeing tensors abort the process ("terminate called without an
+            # active exception", seen once at exit of a rank that had trained).
+            self._wrapper = None
             dist.destroy_process_group()
 
     def settle(self, error: str | None) -> None:
