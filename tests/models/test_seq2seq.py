@@ -12,6 +12,7 @@ import torch
 from selfattn.attention.cache import DecoderCache, KVCache
 from selfattn.data.batching import seq2seq_collate
 from selfattn.models import Decoder, StackConfig
+from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.models.seq2seq import (
     BOS_ID,
     EOS_ID,
@@ -180,3 +181,29 @@ def test_bad_inputs_are_one_line_errors() -> None:
     with pytest.raises(RuntimeError, match="no length predictor"):
         encoded = model.encode(torch.randint(4, 30, (1, 3)), torch.zeros(1, 3, dtype=torch.bool))
         model.predict_length(encoded)
+
+
+@pytest.mark.parametrize("family", ["transformer", "rnn"])
+def test_decode_refuses_bad_target_in_in_one_line(family: str) -> None:
+    """Both families refuse decoder inputs of the wrong shape or batch, and inputs (with
+    what the cache holds) longer than max_len + 1, naming the shapes and lengths."""
+    model: Any = (
+        _model("vocab", max_len=8)
+        if family == "transformer"
+        else RNNSeq2Seq(target_vocab_size=20, source_vocab_size=30, embed_dim=16, max_len=8)
+    ).eval()
+    source = torch.randint(NUM_SPECIALS, 30, (2, 5))
+    encoded = model.encode(source, torch.zeros(2, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"target_in must be \(B, T\) with B = 2, got \(3, 4\)"):
+        model.decode(torch.full((3, 4), BOS_ID), encoded)
+    with pytest.raises(ValueError, match=r"got \(2,\)"):
+        model.decode(torch.full((2,), BOS_ID), encoded)
+    with pytest.raises(
+        ValueError, match=r"target of length 10 exceeds the model's max_len \+ 1 \(9\)"
+    ):
+        model.decode(torch.full((2, 10), BOS_ID), encoded)
+    model.decode(torch.full((2, 9), BOS_ID), encoded)  # BOS + max_len: the longest allowed
+    cache = model.new_cache(9)
+    model.decode(torch.full((2, 6), BOS_ID), encoded, cache=cache)
+    with pytest.raises(ValueError, match="target of length 10 exceeds"):
+        model.decode(torch.full((2, 4), BOS_ID), encoded, cache=cache)  # 6 cached + 4

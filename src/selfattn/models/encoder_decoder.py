@@ -122,3 +122,18 @@ def token_embedding(rows: int, embed_dim: int) -> nn.Embedding:
     with torch.no_grad():
         embedding.weight[PAD_ID].zero_()
     return embedding
+
+
+def check_target_in(target_in: Tensor, encoded: EncodedSource, offset: int, max_len: int) -> None:
+    """Refuse decoder inputs that are not ``(B, T)`` for the encoded batch, or that would
+    run past ``max_len`` output tokens (BOS, y₁ … y_max_len) after ``offset`` cached ones."""
+    if target_in.dim() != 2 or target_in.shape[0] != encoded.memory.shape[0]:
+        raise ValueError(
+            f"target_in must be (B, T) with B = {encoded.memory.shape[0]}, got "
+            f"{tuple(target_in.shape)}"
+        )
+    if offset + target_in.shape[1] > max_len + 1:
+        raise ValueError(
+            f"target of length {offset + target_in.shape[1]} exceeds the model's "
+            f"max_len + 1 ({max_len + 1})"
+        )

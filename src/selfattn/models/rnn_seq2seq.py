@@ -42,7 +42,7 @@ from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.match import RNN_SCORES as RNN_SCORES  # re-exported
 from selfattn.attention.match import MatchAttention
 from selfattn.data.specials import NUM_SPECIALS, UNK_ID
-from selfattn.models.encoder_decoder import TeacherForcing, token_embedding
+from selfattn.models.encoder_decoder import TeacherForcing, check_target_in, token_embedding
 from selfattn.models.seq2seq_outputs import (
     EncodedSource,
     Seq2SeqAttentionMaps,
@@ -301,17 +301,8 @@ class RNNSeq2Seq(TeacherForcing):
             )
         if num_extended:
             raise ValueError("the RNN encoder–decoder has no copy output (num_extended > 0)")
-        if target_in.dim() != 2 or target_in.shape[0] != encoded.memory.shape[0]:
-            raise ValueError(
-                f"target_in must be (B, T) with B = {encoded.memory.shape[0]}, got "
-                f"{tuple(target_in.shape)}"
-            )
         offset = 0 if cache is None else cache.offset
-        if offset + target_in.shape[1] > self.max_len + 1:  # BOS, y₁ … y_max_len
-            raise ValueError(
-                f"target of length {offset + target_in.shape[1]} exceeds the model's "
-                f"max_len + 1 ({self.max_len + 1})"
-            )
+        check_target_in(target_in, encoded, offset, self.max_len)
         state = cache if cache is not None and offset > 0 else self.initial_state(encoded)
         ids = target_in.masked_fill(target_in >= self.target_vocab_size, UNK_ID)
         inputs = self.dropout(self.target_embed(ids) * self.embed_scale)  # (B, T, E)

@@ -45,7 +45,7 @@ from selfattn.models.config import StackConfig
 from selfattn.models.conformer import Conformer
 from selfattn.models.decoder import Decoder
 from selfattn.models.encoder import BlockStack, Encoder
-from selfattn.models.encoder_decoder import TeacherForcing, token_embedding
+from selfattn.models.encoder_decoder import TeacherForcing, check_target_in, token_embedding
 from selfattn.models.seq2seq_outputs import (
     EncodedSource,
     Seq2SeqAttentionMaps,
@@ -297,17 +297,8 @@ class Seq2SeqTransformer(TeacherForcing):
         Returns:
             A :class:`Seq2SeqOutput`.
         """
-        if target_in.dim() != 2 or target_in.shape[0] != encoded.memory.shape[0]:
-            raise ValueError(
-                f"target_in must be (B, T) with B = {encoded.memory.shape[0]}, got "
-                f"{tuple(target_in.shape)}"
-            )
         offset = 0 if cache is None else cache.offset
-        if offset + target_in.shape[1] > self.max_len + 1:  # BOS, y₁ … y_max_len
-            raise ValueError(
-                f"target of length {offset + target_in.shape[1]} exceeds the model's "
-                f"max_len + 1 ({self.max_len + 1})"
-            )
+        check_target_in(target_in, encoded, offset, self.max_len)
         x = self.embed_target(target_in, encoded)
         # Incremental decoding decides once whether the sources need a mask at all.
         memory_padding = encoded.padding if cache is None else cache.memory_mask(encoded.padding)
