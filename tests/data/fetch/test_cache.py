@@ -133,3 +133,23 @@ def test_interrupted_extraction_leaves_no_file(
     with pytest.raises(KeyboardInterrupt):
         extract_member(archive, "a.txt", dest)
     assert list(dest.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("produced", [[], ["a-1.0.whl", "b-1.0.whl"]])
+def test_a_download_of_not_one_file_is_an_error_and_caches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, produced: list[str]
+) -> None:
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+
+    def run(command: list[str]) -> None:
+        for name in produced:
+            (Path(command[command.index("-d") + 1]) / name).write_bytes(b"x")
+
+    monkeypatch.setattr(cache, "_run_pip", run)
+    names = ", ".join(produced) or "nothing"
+    with pytest.raises(DataError) as info:
+        fetch_pypi_file("toy", "1.0", sdist=False, sha256="0" * 64)
+    message = str(info.value)
+    assert message.startswith(f"pip download of toy==1.0 produced {names}, expected one archive")
+    assert "run by hand: " in message and "\n" not in message
+    assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []

@@ -171,3 +171,20 @@ def test_debian_source_of_several_packages(
     paths = source.fetch()
     assert [p.read_bytes() for p in paths] == [PAYLOAD, b"readme\n"]
     assert source.is_fetched() and len(fake_apt) == 1
+
+
+def test_a_download_of_no_deb_is_an_error_and_caches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+
+    def run(command: list[str], cwd: Path) -> None:
+        (cwd / "toy.txt").write_text("not a package")  # only .deb files count
+
+    monkeypatch.setattr(debian, "_run_apt", run)
+    with pytest.raises(DataError) as info:
+        fetch_deb_members("toy", "1.0-1", [MEMBER], sha256="0" * 64)
+    message = str(info.value)
+    assert message.startswith("apt-get download of toy=1.0-1 produced nothing, expected one .deb")
+    assert message.endswith("run by hand: " + debian._by_hand("toy", "1.0-1"))
+    assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []

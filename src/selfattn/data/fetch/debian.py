@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from selfattn.data.fetch.cache import _find_verified, cache_root, sha256_of
+from selfattn.data.fetch.cache import _find_verified, cache_root, keep_verified
 from selfattn.data.types import DataError
 
 
@@ -102,22 +102,14 @@ def fetch_deb(package: str, version: str, *, sha256: str) -> Path:
                 f"({_failure(err, 'apt-get')}); run by hand: {_by_hand(package, version)}"
             ) from None
         files = [p for p in Path(tmp).iterdir() if p.is_file() and p.suffix == ".deb"]
-        if len(files) != 1:
-            names = ", ".join(p.name for p in files) or "nothing"
-            raise DataError(
-                f"apt-get download of {package}={version} produced {names}, expected one "
-                f".deb; run by hand: {_by_hand(package, version)}"
-            )
-        actual = sha256_of(files[0])
-        if actual != sha256:
-            raise DataError(
-                f"checksum mismatch for {files[0].name}: expected sha256 {sha256}, got "
-                f"{actual}; the file was not cached (retry by hand: {_by_hand(package, version)})"
-            )
-        final_dir.mkdir(parents=True, exist_ok=True)
-        target = final_dir / files[0].name
-        os.replace(files[0], target)
-    return target
+        return keep_verified(
+            files,
+            final_dir,
+            sha256,
+            produced_by=f"apt-get download of {package}={version}",
+            expected=".deb",
+            by_hand=_by_hand(package, version),
+        )
 
 
 def extract_deb_members(deb: Path, members: Sequence[str], dest_root: Path) -> list[Path]:
