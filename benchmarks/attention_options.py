@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from run_cache import run_arguments, trained_row
-from selfattn.pipeline import Predictor
+from selfattn.tasks import Predictor
 from selfattn.train.loop import TrainResult
 
 SCORES = ("dot", "scaled_dot", "additive")

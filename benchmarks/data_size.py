@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from selfattn.pipeline import Predictor, run
-from selfattn.train.config import load_config
+from selfattn.config import load_config
+from selfattn.tasks import Predictor, run
 
 MODELS = ("vit", "cnn")
 

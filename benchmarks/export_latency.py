@@ -27,7 +27,7 @@ import torch
 
 from selfattn.export.exporters import onnx_runner
 from selfattn.export.wrapper import Exportable, wrap
-from selfattn.pipeline import Predictor
+from selfattn.tasks import Predictor
 
 
 def batch_inputs(predictor: Predictor, exportable: Exportable, size: int) -> tuple[Any, ...]:

@@ -17,7 +17,7 @@ EOF
 status=0
 timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider \
     tests/train/test_amp.py tests/kernels/test_window.py tests/decoding/test_cuda.py \
-    tests/tasks/test_cuda_dynamic.py tests/benchmarks_smoke/test_hf_references.py 2>&1 | tee "$out/pytest_gpu.txt" || status=1
+    tests/models/test_cuda_dynamic.py tests/benchmarks_smoke/test_hf_references.py 2>&1 | tee "$out/pytest_gpu.txt" || status=1
 timeout 120 python3 benchmarks/train_throughput.py --device cuda --dtype bfloat16 \
     --threads 1 --shapes 32x128,64x512 --steps 30 --warmup 3 --placements default bert 2>&1 \
     | tee "$out/train_throughput_cuda.txt" || status=1

@@ -1,7 +1,7 @@
 """Our graph attention against PyTorch Geometric's ``TransformerConv`` on the same molecules.
 
 Both models are the same graph transformer, built once from selfattn's ``graph`` encoder
-(:mod:`selfattn.tasks.graph`) and once from PyG's ``TransformerConv`` (Shi et al. 2021):
+(:mod:`selfattn.models.graph`) and once from PyG's ``TransformerConv`` (Shi et al. 2021):
 a linear embedding of the atom features, ``num_layers`` pre-LN blocks ``x + Attn(LN(x))``,
 ``x + FFN(LN(x))``, a final LayerNorm, mean pooling over each molecule's atoms and a
 linear classifier. Each atom attends to its bonded atoms and to itself (a self-loop with
@@ -36,10 +36,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from selfattn.config import load_config
 from selfattn.data import Batch, batches
-from selfattn.pipeline import Prepared, prepare
-from selfattn.tasks import ModelConfig, build_model
-from selfattn.train.config import load_config
+from selfattn.models.options import ModelConfig
+from selfattn.models.task_model import build_model
+from selfattn.tasks import Prepared, prepare
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "solubility.toml"
 

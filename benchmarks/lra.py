@@ -28,9 +28,9 @@ from typing import Any
 import torch
 
 from selfattn.bench.memory import measure_memory
+from selfattn.config import load_config
 from selfattn.kernels import KERNELS
-from selfattn.pipeline import Predictor, run
-from selfattn.train.config import load_config
+from selfattn.tasks import Predictor, run
 
 #: The LRA paper's test accuracies (%): ListOps, Text, Image. The rows of Table 1 that
 #: correspond to our variants; Nyströmformer's from its own paper (Xiong et al. 2021).

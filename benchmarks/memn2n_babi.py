@@ -28,8 +28,8 @@ import torch
 from run_cache import run_arguments, trained_row
 from selfattn.data import load_dataset
 from selfattn.data.recipes.stories import supporting_facts
-from selfattn.pipeline import Predictor
-from selfattn.tasks.memory import MemoryTaskModel
+from selfattn.models.memory import MemoryTaskModel
+from selfattn.tasks import Predictor
 from selfattn.train.loop import TrainResult
 
 RESULT = "memn2n.json"

@@ -23,8 +23,8 @@ import torch
 
 from selfattn.data.readers.label_sets import decoded_set
 from selfattn.data.specials import NO_LABELS
-from selfattn.pipeline.predictor import Predictor
-from selfattn.pipeline.set_metrics import set_f1, set_scores
+from selfattn.tasks.predictor import Predictor
+from selfattn.tasks.set_metrics import set_f1, set_scores
 
 
 def predicted_sets(

@@ -31,8 +31,8 @@ from typing import Any
 import torch
 
 from run_cache import run_arguments, trained_row
-from selfattn.pipeline import Predictor
 from selfattn.speech.alignment import phone_error_rate
+from selfattn.tasks import Predictor
 from selfattn.train.loop import TrainResult
 
 RESULT = "phones.json"

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from selfattn.pipeline import Predictor, run
-from selfattn.train.config import load_config
+from selfattn.config import load_config
+from selfattn.tasks import Predictor, run
 from selfattn.train.loop import TrainResult
 
 

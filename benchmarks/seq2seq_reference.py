@@ -33,15 +33,15 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.attention.cache import DecoderCache
+from selfattn.config import Config, load_config
 from selfattn.models.decoder import DecoderOutput
 from selfattn.models.encoder import EncoderOutput
+from selfattn.models.encoders import stack_config
 from selfattn.models.seq2seq import Seq2SeqTransformer
-from selfattn.pipeline import Predictor, Seq2SeqTask, prepare
-from selfattn.pipeline.run import epoch_batches
 from selfattn.positional import build_positional
 from selfattn.positional.base import AbsolutePositional
-from selfattn.tasks.encoders import stack_config
-from selfattn.train.config import Config, load_config
+from selfattn.tasks import Predictor, Seq2SeqTask, prepare
+from selfattn.tasks.run import epoch_batches
 from selfattn.train.loop import train
 
 

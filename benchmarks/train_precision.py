@@ -35,9 +35,9 @@ from typing import Any
 
 import torch
 
-from selfattn.pipeline import prepare
-from selfattn.pipeline.run import epoch_batches
-from selfattn.train.config import load_config
+from selfattn.config import load_config
+from selfattn.tasks import prepare
+from selfattn.tasks.run import epoch_batches
 from selfattn.train.loop import train
 
 #: Each mode's ``--set`` overrides.

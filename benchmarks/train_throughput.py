@@ -4,7 +4,7 @@ and Hugging Face's ``BertForMaskedLM``, as whole models: token ids in, vocabular
 The three sides (same E, H, layers, FFN width, vocabulary V, post-LN, relu, dropout,
 learned absolute positions, fp32 on the CPU):
 
-* **ours**: the token-task model selfattn builds, ``selfattn.tasks.build_model`` with a
+* **ours**: the token-task model selfattn builds, ``selfattn.models.build_model`` with a
   ``token`` task and ``num_labels = V``: a word embedding (V × E), a learned position
   table, our ``Encoder`` (post-LN blocks, fused attention) and ``TokenClassifier`` (dropout
   and an untied E → V linear).
@@ -76,9 +76,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch
+from selfattn.models.linear_layers import use_linear_layers
+from selfattn.models.options import ModelConfig
+from selfattn.models.task_model import TaskModel, build_model
 from selfattn.runtime import machine_busy_seconds
-from selfattn.tasks import ModelConfig, TaskModel, build_model
-from selfattn.tasks.linear_layers import use_linear_layers
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
 SIDES = ("ours", "torch", "hf")

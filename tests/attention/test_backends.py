@@ -10,7 +10,7 @@ import torch
 
 from selfattn.attention import backends
 from selfattn.attention.backends import varying_shapes
-from selfattn.pipeline import Predictor
+from selfattn.tasks import Predictor
 
 from ..conftest import BackendChoice
 
@@ -52,7 +52,7 @@ def test_off_cuda_nothing_changes() -> None:
 def test_the_predictor_decodes_within_it_on_its_models_device(
     monkeypatch: pytest.MonkeyPatch, backend_choice: BackendChoice
 ) -> None:
-    backend_choice.watch("selfattn.pipeline.predictor.varying_shapes")
+    backend_choice.watch("selfattn.tasks.predictor.varying_shapes")
     predictor = Predictor(FIXTURES / "seq2seq")
     decode = predictor.task.decode  # type: ignore[attr-defined]
     seen: list[bool] = []

@@ -12,8 +12,10 @@ from selfattn.attention import attention
 from selfattn.attention.dropout import UniformDropout, draws_uniform, uniform_dropout
 from selfattn.data.types import Batch
 from selfattn.kernels.dense import DenseKernel
-from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
-from selfattn.tasks.model import build_model_from_spec
+from selfattn.models.options import ModelConfig
+from selfattn.models.seq2seq_builder import build_seq2seq_model
+from selfattn.models.seq2seq_options import Seq2SeqConfig
+from selfattn.models.task_model import TaskSpec, build_model_from_spec
 
 TOKEN = TaskSpec(task="token", num_labels=3, vocab_size=20, max_len=16)
 

@@ -10,8 +10,8 @@ from types import ModuleType
 import pytest
 from torch import nn
 
-from selfattn.pipeline import prepare
-from selfattn.train.config import load_config
+from selfattn.config import load_config
+from selfattn.tasks import prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 

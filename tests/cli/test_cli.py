@@ -50,8 +50,8 @@ def test_train_help_lists_real_fields(capsys: pytest.CaptureFixture[str]) -> Non
     import dataclasses
     import re
 
-    from selfattn.tasks.config import ModelConfig
-    from selfattn.train.config import DataConfig, TrainConfig
+    from selfattn.config import DataConfig, TrainConfig
+    from selfattn.models.options import ModelConfig
 
     with pytest.raises(SystemExit):
         main(["train", "--help"])

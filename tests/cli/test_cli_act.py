@@ -12,7 +12,7 @@ import torch
 
 from selfattn.cli.main import main
 from selfattn.models.act import AdaptiveDepth
-from selfattn.pipeline.task import build_for_spec
+from selfattn.tasks.task import build_for_spec
 from selfattn.train.checkpoint import load_model
 
 from ..tiny_runs import train_config, write_reviews, write_tiny_config

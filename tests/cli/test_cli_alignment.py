@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from selfattn.cli.main import main
-from selfattn.pipeline import Predictor
+from selfattn.tasks import Predictor
 
 SYMBOLS = ["a", "b", "c", "d", "e", "f"]
 TRANSFORMER = """embed_dim = 16

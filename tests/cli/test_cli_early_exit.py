@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file
 
 from selfattn.cli.main import main
-from selfattn.pipeline import Predictor
-from selfattn.tasks.early_exit import EarlyExitModel
+from selfattn.models.early_exit import EarlyExitModel
+from selfattn.tasks import Predictor
 
 from ..tiny_runs import train_config, write_reviews, write_tiny_config
 

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from selfattn.cli.main import main
 from selfattn.explore.page import read_payload
-from selfattn.pipeline import Predictor
+from selfattn.tasks import Predictor
 
 from ..data.test_story_files import _write_babi
 from ..tiny_runs import train_config

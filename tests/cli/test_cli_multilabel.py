@@ -14,8 +14,8 @@ import pytest
 from selfattn.cli.main import main
 from selfattn.data.readers.label_sets import decoded_set, read_label_sets
 from selfattn.data.specials import NO_LABELS
-from selfattn.pipeline.predictor import Predictor
-from selfattn.pipeline.set_metrics import set_scores
+from selfattn.tasks.predictor import Predictor
+from selfattn.tasks.set_metrics import set_scores
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

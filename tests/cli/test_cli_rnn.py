@@ -12,7 +12,7 @@ import torch
 
 from selfattn.cli.main import main
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
-from selfattn.pipeline import Predictor, Seq2SeqTask
+from selfattn.tasks import Predictor, Seq2SeqTask
 
 from .test_cli_seq2seq import SYMBOLS, _pairs  # the reversal pairs of the Transformer test
 

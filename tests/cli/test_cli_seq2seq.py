@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from selfattn.cli.main import main
-from selfattn.pipeline import Predictor, Seq2SeqTask
-from selfattn.pipeline.seq2seq import task as seq2seq_task
+from selfattn.tasks import Predictor, Seq2SeqTask
+from selfattn.tasks.seq2seq import task as seq2seq_task
 
 SYMBOLS = ["a", "b", "c", "d", "e", "f"]
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from selfattn.cli.main import main
-from selfattn.pipeline import Predictor
-from selfattn.pipeline.run import inherited_state, prepare
-from selfattn.train.config import load_config
+from selfattn.config import load_config
+from selfattn.tasks import Predictor
+from selfattn.tasks.run import inherited_state, prepare
 from selfattn.train.init_from import load_initial_weights
 
 from .test_cli_own_data import config_file, reviews

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from selfattn.config import load_config
 from selfattn.data.recipes import Recipe
-from selfattn.pipeline import prepare
-from selfattn.train.config import load_config
+from selfattn.tasks import prepare
 
 CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.toml"))
 

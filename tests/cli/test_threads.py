@@ -15,7 +15,7 @@ import torch
 
 from selfattn import runtime
 from selfattn.cli import bench_cmd, demo, explore_cmd, export_cmd, main, model_cmds, toy
-from selfattn.train.config import load_config
+from selfattn.config import load_config
 
 # command line (without --threads) → (module, name of the function it runs)
 COMMANDS = {

@@ -28,7 +28,7 @@ from selfattn.explore.payload import PayloadBuilder
 from selfattn.explore.server import MAX_UPLOAD, Explorer, serve
 from selfattn.explore.stats import head_statistics, position_distances
 from selfattn.kernels import AttentionKernel
-from selfattn.pipeline.predictor import Predictor
+from selfattn.tasks.predictor import Predictor
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -17,7 +17,7 @@ from selfattn.cli.main import main
 from selfattn.data import load_dataset
 from selfattn.explore.payload import PayloadBuilder
 from selfattn.explore.server import Explorer, serve
-from selfattn.pipeline.predictor import Predictor
+from selfattn.tasks.predictor import Predictor
 
 from .conftest import CONFIGS, OpenedPage
 from .test_page_browser import drawn_map

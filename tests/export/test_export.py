@@ -15,9 +15,9 @@ import torch
 
 from selfattn.cli.main import main
 from selfattn.export import TOLERANCE, refusal, wrap
-from selfattn.pipeline import Predictor
-from selfattn.tasks.config import ModelConfig
-from selfattn.tasks.model import build_model
+from selfattn.models.options import ModelConfig
+from selfattn.models.task_model import build_model
+from selfattn.tasks import Predictor
 
 from .conftest import FIXTURES, RunMaker
 

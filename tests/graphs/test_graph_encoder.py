@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from selfattn.data import Batch, Collator, Example, LabelVocabulary
-from selfattn.tasks import ModelConfig, TaskModel, build_model
+from selfattn.models.options import ModelConfig
+from selfattn.models.task_model import TaskModel, build_model
 
 FEATURES, EDGE_DIM = 5, 3
 LABELS = LabelVocabulary(["a", "b"])

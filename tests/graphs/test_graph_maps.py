@@ -10,8 +10,9 @@ import torch
 from selfattn.data import Collator, Example, LabelVocabulary
 from selfattn.data.types import Batch
 from selfattn.kernels import edge_attention
-from selfattn.tasks import ModelConfig, TaskModel, build_model
-from selfattn.tasks.graph import GraphAttention
+from selfattn.models.graph import GraphAttention
+from selfattn.models.options import ModelConfig
+from selfattn.models.task_model import TaskModel, build_model
 
 FEATURES, EDGE_DIM, HEADS = 5, 3, 2
 LABELS = LabelVocabulary(["a", "b"])

@@ -10,8 +10,10 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.data import Batch, Collator, DataError, Example, LabelVocabulary
-from selfattn.pipeline import evaluate, regression_loss
-from selfattn.tasks import ModelConfig, SequenceRegressor, TaskSpec, build_model
+from selfattn.models.heads import SequenceRegressor
+from selfattn.models.options import ModelConfig
+from selfattn.models.task_model import TaskSpec, build_model
+from selfattn.tasks import evaluate, regression_loss
 
 
 def _example(label: str, length: int = 3) -> Example:

@@ -19,7 +19,7 @@ from selfattn.kernels import (
     register_kernel,
 )
 from selfattn.models import Encoder, StackConfig
-from selfattn.tasks.config import ModelConfig
+from selfattn.models.options import ModelConfig
 
 
 def _qkv(length: int = 9, seed: int = 0) -> tuple[torch.Tensor, ...]:

@@ -8,8 +8,9 @@ import torch.nn.functional as F
 
 from selfattn.attention import MultiHeadAttention
 from selfattn.models import Conformer, Decoder, Encoder, StackConfig
+from selfattn.models.options import ModelConfig
 from selfattn.models.seq2seq import Seq2SeqTransformer, decoder_like
-from selfattn.tasks import ModelConfig, build_model
+from selfattn.models.task_model import build_model
 
 
 def _attention_and_other_dropouts(model: torch.nn.Module) -> tuple[set[float], set[float]]:

@@ -12,11 +12,13 @@ import torch
 
 from selfattn.attention.match import RNN_SCORES, MatchAttention
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
+from selfattn.models.options import ModelConfig
 from selfattn.models.rnn_seq2seq import RecurrentState, RNNSeq2Seq
 from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS
-from selfattn.pipeline.seq2seq.objective import Seq2SeqObjective
-from selfattn.tasks import ModelConfig, Seq2SeqConfig, TaskSpec, build_seq2seq_model
-from selfattn.tasks.model import build_model_from_spec
+from selfattn.models.seq2seq_builder import build_seq2seq_model
+from selfattn.models.seq2seq_options import Seq2SeqConfig
+from selfattn.models.task_model import TaskSpec, build_model_from_spec
+from selfattn.tasks.seq2seq.objective import Seq2SeqObjective
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

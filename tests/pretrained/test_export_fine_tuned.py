@@ -15,8 +15,8 @@ import torch
 import transformers
 
 from selfattn.cli.main import main
-from selfattn.pipeline import Predictor
-from selfattn.tasks.pretrained import PretrainedTaskModel
+from selfattn.models.pretrained import PretrainedTaskModel
+from selfattn.tasks import Predictor
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -17,13 +17,13 @@ import pytest
 import torch
 
 from selfattn.cli.main import main
+from selfattn.config import Config, DataConfig, ModelConfig, TrainConfig, load_config
 from selfattn.data import Example
-from selfattn.pipeline import Predictor, prepare
-from selfattn.pipeline.labelling import SequenceTask, TokenTask
+from selfattn.models.pretrained import PretrainedTaskModel
 from selfattn.pretrained.bert import BertEncoder, load_bert
 from selfattn.pretrained.tokenizer import WordPieceTokenizer
-from selfattn.tasks.pretrained import PretrainedTaskModel
-from selfattn.train.config import Config, DataConfig, ModelConfig, TrainConfig, load_config
+from selfattn.tasks import Predictor, prepare
+from selfattn.tasks.labelling import SequenceTask, TokenTask
 from selfattn.train.optim import build_optimizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -161,7 +161,7 @@ def test_layer_wise_decay_gives_each_depth_its_rate(
 
 
 def test_layer_wise_decay_on_a_transformer_from_scratch() -> None:
-    from selfattn.tasks import build_model
+    from selfattn.models.task_model import build_model
 
     model = build_model(
         ModelConfig(num_layers=3),
@@ -189,7 +189,7 @@ def test_layer_wise_decay_on_a_transformer_from_scratch() -> None:
 def test_a_linear_probe_trains_the_head_alone(
     bert_folder: Path, data: Path, tmp_path: Path
 ) -> None:
-    from selfattn.pipeline import run
+    from selfattn.tasks import run
 
     cfg = config(
         data / "reviews.csv", bert_folder, tmp_path / "run", train={"freeze_encoder": True}
@@ -314,7 +314,7 @@ def test_an_input_longer_than_the_checkpoints_positions(
 
 
 def test_seq2seq_is_refused(tmp_path: Path) -> None:
-    from selfattn.tasks.model import check_fields
+    from selfattn.models.task_model import check_fields
 
     with pytest.raises(
         ValueError, match=r"model.pretrained = .*seq2seq model is trained from scratch"

@@ -24,8 +24,8 @@ from selfattn.data.recipes.speech import (
     spoken_builder,
 )
 from selfattn.data.types import DataError, Example
-from selfattn.pipeline import token_error_rate
 from selfattn.speech import N_MELS, SAMPLE_RATE, STACK, num_frames, speech_vectors
+from selfattn.tasks import token_error_rate
 
 #: 2 accents × 3 variants (one of each split), 2 utterances a voice: seconds to make.
 SMALL = SpokenSpec(per_voice=2, accents=("en", "en-us"), variants=("m1", "m6", "m3"))

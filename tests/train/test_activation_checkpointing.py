@@ -18,9 +18,9 @@ from selfattn.models.checkpointing import enable_activation_checkpointing, saved
 from selfattn.models.config import StackConfig
 from selfattn.models.conformer import Conformer
 from selfattn.models.encoder import Encoder
+from selfattn.models.graph import GraphTransformer
 from selfattn.models.seq2seq import Seq2SeqTransformer, decoder_like
 from selfattn.pretrained.bert import BertConfig, BertEncoder
-from selfattn.tasks.graph import GraphTransformer
 
 from .test_average import write_config
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from selfattn.cli.main import main
+from selfattn.config import Config, DataConfig
 from selfattn.train.average import average_checkpoints
 from selfattn.train.checkpoint import load_checkpoint, save_checkpoint
-from selfattn.train.config import Config, DataConfig
 
 from ..tiny_runs import write_reviews, write_tiny_config
 

@@ -29,7 +29,7 @@ from ..tiny_runs import train_config, write_reviews, write_tiny_config
 from .test_amp import needs_cuda  # the gpu tests' one skip: CI has no GPU
 
 #: The packages whose code runs a step's bookkeeping and losses.
-WATCHED = ("selfattn/train/", "selfattn/pipeline/")
+WATCHED = ("selfattn/train/", "selfattn/tasks/")
 CONVERSIONS = ("__bool__", "__int__", "__float__", "item", "tolist", "__index__", "numpy")
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from selfattn.tasks.config import fields_read
-from selfattn.train.config import load_config
+from selfattn.config import load_config
+from selfattn.models.options import fields_read
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: The recipes shipped before the defaults changed (a later recipe is free of this).

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from selfattn.pipeline import build_for_spec
-from selfattn.tasks import ModelConfig, TaskModel, build_model
+from selfattn.models.options import ModelConfig
+from selfattn.models.task_model import TaskModel, build_model
+from selfattn.tasks import build_for_spec
 from selfattn.train import (
     Config,
     DataConfig,

@@ -177,7 +177,7 @@ def test_shipped_configs_load(path: Path) -> None:
 
 
 def test_train_fraction_subsamples_training_only(tmp_path: Path) -> None:
-    from selfattn.pipeline import Prepared, prepare
+    from selfattn.tasks import Prepared, prepare
 
     rows = "".join(f"{'pos' if i % 2 else 'neg'},word{i} text\n" for i in range(40))
     for name in ("train", "dev"):

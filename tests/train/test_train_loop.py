@@ -17,8 +17,9 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch
-from selfattn.pipeline import build_for_spec, evaluate, task_named
-from selfattn.tasks import ModelConfig, TaskSpec
+from selfattn.models.options import ModelConfig
+from selfattn.models.task_model import TaskSpec
+from selfattn.tasks import build_for_spec, evaluate, task_named
 from selfattn.train import (
     METRICS_FILE,
     TIMING_KEYS,

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from selfattn.data.types import Batch
-from selfattn.pipeline import task_named
-from selfattn.tasks import ModelConfig, TaskSpec
+from selfattn.models.options import ModelConfig
+from selfattn.models.task_model import TaskSpec
+from selfattn.tasks import task_named
 from selfattn.train import Config, DataConfig, TrainConfig, train
 from selfattn.train import progress as progress_module
 from selfattn.train.progress import Progress, epoch_summary, resolve_mode

@@ -10,10 +10,11 @@ import torch
 import torch.nn.functional as F
 
 from selfattn.data.types import Batch
+from selfattn.models.heads import SequenceClassifier
+from selfattn.models.options import ModelConfig
+from selfattn.models.task_model import TaskModel, TaskSpec, build_model, build_model_from_spec
+from selfattn.models.vision import CNN2DEncoder, ImageEmbedding
 from selfattn.positional import GRID_POSITIONAL
-from selfattn.tasks import ModelConfig, SequenceClassifier, TaskModel, TaskSpec, build_model
-from selfattn.tasks.model import build_model_from_spec
-from selfattn.tasks.vision import CNN2DEncoder, ImageEmbedding
 from selfattn.vision import image_to_vectors
 
 SHAPE = (8, 8, 1)

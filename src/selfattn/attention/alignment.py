@@ -2,7 +2,7 @@
 2015, "Attention-Based Models for Speech Recognition", §2.2) and forward attention (Zhang,
 Ling & Dai 2018, "Forward attention in sequence-to-sequence acoustic modelling for speech
 synthesis", §3), for a decoder's cross-attention (lecture 003's "match" family, beside the
-guided-attention loss of :mod:`selfattn.pipeline.seq2seq.losses`).
+guided-attention loss of :mod:`selfattn.tasks.seq2seq.losses`).
 
 A content-only attention scores every decoder step t against every source position j from
 the query and the key alone: α_t = softmax_j(e_{t,j}). Both variants here also read α_{t-1},

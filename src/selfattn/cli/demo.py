@@ -14,9 +14,9 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 
+from selfattn.config import load_config
 from selfattn.data import DatasetSplits
-from selfattn.pipeline import Predictor, run
-from selfattn.train.config import load_config
+from selfattn.tasks import Predictor, run
 from selfattn.viz import plot_attention
 
 SENTENCE = "I saw a saw"

@@ -1,5 +1,5 @@
 """``selfattn eval RUN --exit-threshold T`` and ``--exit-sweep``: early exit of a model
-trained with ``model.exit_heads = true`` (:mod:`selfattn.pipeline.early_exit`)."""
+trained with ``model.exit_heads = true`` (:mod:`selfattn.tasks.early_exit`)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import argparse
 import json
 from pathlib import Path
 
-from selfattn.pipeline import Predictor
-from selfattn.pipeline.early_exit import (
+from selfattn.models.early_exit import EXIT_CRITERIA
+from selfattn.tasks import Predictor
+from selfattn.tasks.early_exit import (
     SWEEP_THRESHOLDS,
     TOLERANCE,
     check_exit_request,
     evaluate_early_exit,
     exit_sweep,
 )
-from selfattn.pipeline.labelling import LabelTask
-from selfattn.tasks.early_exit import EXIT_CRITERIA
+from selfattn.tasks.labelling import LabelTask
 from selfattn.train.run_dir import checkpoint_in
 from selfattn.viz import plot_exit_curve
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from selfattn.cli.model_cmds import TRUNCATE_HELP, add_decoding_arguments, decoding_options
 from selfattn.explore.payload import PayloadBuilder
-from selfattn.pipeline.predictor import Predictor
+from selfattn.tasks.predictor import Predictor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

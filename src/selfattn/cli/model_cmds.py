@@ -1,5 +1,5 @@
 """``selfattn train``, ``eval``, ``predict`` and ``attention``: thin layers over
-the task pipeline (:mod:`selfattn.pipeline`)."""
+the task pipeline (:mod:`selfattn.tasks`)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from selfattn.cli.exit_cmd import add_exit_arguments, exit_requested, run_exit_eval
+from selfattn.config import load_config
 from selfattn.data.batching.lengths import unit
 from selfattn.data.types import Example
 from selfattn.messages import plural
-from selfattn.pipeline import Predictor, run
-from selfattn.pipeline.run import batches_per_epoch, prepare
+from selfattn.tasks import Predictor, run
+from selfattn.tasks.run import batches_per_epoch, prepare
 from selfattn.train import distributed
-from selfattn.train.config import load_config
 from selfattn.train.loop import TrainResult
 from selfattn.viz import plot_attention
 
@@ -33,8 +33,8 @@ TRUNCATE_HELP = (
 )
 
 
-#: The fields a user reaches for first; every field is in selfattn.train.config's dataclasses.
-TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.train.config):
+#: The fields a user reaches for first; every field is in selfattn.config's dataclasses.
+TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.config):
   run_dir=runs/NAME          where checkpoints and metrics go (default: runs/<config name>)
   data.dataset=FILE          a recipe name or your own file; data.dev / data.test: more files
   data.dev_fraction=0.1      share of your training file held out as dev when no data.dev

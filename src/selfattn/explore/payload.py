@@ -25,9 +25,9 @@ from selfattn.data.readers.user_description import (
 from selfattn.data.types import Example
 from selfattn.explore.page import VERSION
 from selfattn.explore.stats import head_statistics, position_distances
-from selfattn.pipeline.predictor import Predictor
-from selfattn.pipeline.task import AttentionFigure
-from selfattn.tasks.model import CLS_LABEL
+from selfattn.models.task_model import CLS_LABEL
+from selfattn.tasks.predictor import Predictor
+from selfattn.tasks.task import AttentionFigure
 
 #: Decimals kept of each attention weight.
 DECIMALS = 6

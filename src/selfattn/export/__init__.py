@@ -48,7 +48,7 @@ def export(run_dir: str | Path, fmt: str, out: str | Path) -> str:
     path = Path(out)
     if not path.parent.is_dir():
         raise ValueError(f"{path}: its folder {path.parent} does not exist")
-    from selfattn.pipeline import Predictor  # the whole pipeline: only when exporting
+    from selfattn.tasks import Predictor  # the whole pipeline: only when exporting
 
     predictor = Predictor(run_dir)
     model, task = predictor.model.eval(), predictor.task

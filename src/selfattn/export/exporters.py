@@ -29,9 +29,9 @@ from selfattn.kernels.linformer import LinformerKernel
 from selfattn.kernels.lsh import LSHKernel
 from selfattn.kernels.nystrom import NystromKernel
 from selfattn.kernels.window import WindowKernel
-from selfattn.tasks.encoders import GraphSequenceEncoder
-from selfattn.tasks.model import TaskModel
-from selfattn.tasks.pretrained import PretrainedTaskModel
+from selfattn.models.encoders import GraphSequenceEncoder
+from selfattn.models.pretrained import PretrainedTaskModel
+from selfattn.models.task_model import TaskModel
 
 #: The largest |exported − PyTorch| accepted by the verification.
 TOLERANCE = 1e-4

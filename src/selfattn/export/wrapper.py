@@ -1,6 +1,6 @@
 """A task model as plain tensors in, logits out: what an exported graph needs.
 
-:class:`~selfattn.tasks.model.TaskModel` reads a :class:`~selfattn.data.types.Batch`; an
+:class:`~selfattn.models.task_model.TaskModel` reads a :class:`~selfattn.data.types.Batch`; an
 exported graph (ONNX, ``torch.export``) reads tensors. The wrappers here take the
 batch's tensors as named arguments, build the batch inside ``forward`` and call the model,
 so the exported graph is exactly the model.
@@ -14,8 +14,8 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch
-from selfattn.tasks.model import TaskModel, TaskSpec, input_length_limit
-from selfattn.tasks.pretrained import PretrainedTaskModel
+from selfattn.models.pretrained import PretrainedTaskModel
+from selfattn.models.task_model import TaskModel, TaskSpec, input_length_limit
 
 
 @dataclass(frozen=True)

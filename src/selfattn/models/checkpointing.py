@@ -3,7 +3,7 @@ Memory Cost"): a stack keeps only each block's input for the backward pass and r
 the block's activations there, trading one more forward pass for memory.
 
 Every stack of blocks (:class:`~selfattn.models.encoder.BlockStack`,
-:class:`~selfattn.models.decoder.Decoder`, :class:`~selfattn.tasks.graph.GraphTransformer`)
+:class:`~selfattn.models.decoder.Decoder`, :class:`~selfattn.models.graph.GraphTransformer`)
 has a ``checkpoint_activations`` attribute, off by default; :func:`enable_activation_checkpointing`
 switches on every one in a model (``train.checkpoint_activations``). Blocks are
 checkpointed only while training with gradients on, so evaluation and incremental

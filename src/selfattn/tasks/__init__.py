@@ -1,71 +1,58 @@
-"""Task models for the lecture's three output types (lecture 000, §"What is the output"):
-one label per vector, one label per set, and the encoder–decoder of seq2seq.
+"""One road from a config to a prediction for every task type (issue 13's design).
 
->>> model = build_model(ModelConfig(), task="token", vocab_size=1000,
-...                     char_vocab_size=None, feature_dim=None, num_labels=45)
->>> logits = model(batch)  # (B, L, 45)
+>>> result, prepared = run(load_config(Path("configs/pos_wsj.toml")))
+>>> predictor = Predictor("runs/pos_wsj")
+>>> [example] = predictor.read("I saw a saw")
+>>> predictor.predict(example)
+'I/PRP saw/VBD a/DT saw/NN'
+
+A registered :class:`Task` per task type (:data:`TASKS`: ``token``, ``sequence``,
+``regression``, ``multilabel``, ``seq2seq``) prepares the data, builds the model, gives
+the loss and the development metrics, reads a user's input, predicts and extracts attention maps;
+:func:`prepare` / :func:`run` and :class:`Predictor` only ask it.
 """
 
 from __future__ import annotations
 
-from selfattn.tasks.config import Architecture, ModelConfig, Pooling
-from selfattn.tasks.embedding import CharEncoder, InputEmbedding
-from selfattn.tasks.encoders import (
-    ENCODERS,
-    AttentionSequenceEncoder,
-    BiGRUEncoder,
-    CNNEncoder,
-    FCEncoder,
-    SequenceEncoder,
-    TransformerSequenceEncoder,
-    WindowFCEncoder,
-    build_encoder,
-    stack_config,
+from selfattn.tasks.labelling import LabelTask, RegressionTask, SequenceTask, TokenTask
+from selfattn.tasks.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
+from selfattn.tasks.multilabel import MultiLabelTask
+from selfattn.tasks.predictor import Predictor
+from selfattn.tasks.run import declared_task, prepare, run
+from selfattn.tasks.seq2seq import Decoded, Seq2SeqTask, bpe_pair, token_error_rate
+from selfattn.tasks.task import (
+    TASKS,
+    AttentionFigure,
+    Prepared,
+    Task,
+    build_for_spec,
+    register_task,
+    task_named,
 )
-from selfattn.tasks.heads import (
-    POOLINGS,
-    AttentionPooling,
-    ClsPooling,
-    ClsToken,
-    FirstPooling,
-    MeanPooling,
-    SequenceClassifier,
-    SequenceRegressor,
-    TokenClassifier,
-)
-from selfattn.tasks.model import TaskModel, TaskSpec, build_model, build_model_from_spec
-from selfattn.tasks.seq2seq import build_seq2seq_model
-from selfattn.tasks.seq2seq_config import Seq2SeqConfig
 
 __all__ = [
-    "ENCODERS",
-    "POOLINGS",
-    "Architecture",
-    "AttentionPooling",
-    "AttentionSequenceEncoder",
-    "BiGRUEncoder",
-    "CNNEncoder",
-    "CharEncoder",
-    "ClsPooling",
-    "ClsToken",
-    "FCEncoder",
-    "FirstPooling",
-    "InputEmbedding",
-    "MeanPooling",
-    "ModelConfig",
-    "Pooling",
-    "Seq2SeqConfig",
-    "SequenceClassifier",
-    "SequenceEncoder",
-    "SequenceRegressor",
-    "TaskModel",
-    "TaskSpec",
-    "TokenClassifier",
-    "TransformerSequenceEncoder",
-    "WindowFCEncoder",
-    "build_encoder",
-    "build_model",
-    "build_model_from_spec",
-    "build_seq2seq_model",
-    "stack_config",
+    "TASKS",
+    "AttentionFigure",
+    "Decoded",
+    "LabelTask",
+    "MultiLabelTask",
+    "Predictor",
+    "Prepared",
+    "RegressionTask",
+    "Seq2SeqTask",
+    "SequenceTask",
+    "Task",
+    "TokenTask",
+    "bpe_pair",
+    "build_for_spec",
+    "compute_loss",
+    "declared_task",
+    "evaluate",
+    "evaluate_regression",
+    "prepare",
+    "register_task",
+    "regression_loss",
+    "run",
+    "task_named",
+    "token_error_rate",
 ]

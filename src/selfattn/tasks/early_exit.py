@@ -1,306 +1,228 @@
-"""Early exit (lecture 003, dynamic computation: "classifiers at the intermediate layer").
+"""Scoring a model with exit heads (:mod:`selfattn.models.early_exit`) on a split: accuracy
+against the mean number of blocks run, at one confidence threshold or over a sweep of them
+(lecture 003's accuracy-vs-computation curve, for our models).
 
-With ``model.exit_heads = true`` a classifier reads the output of every block of a
-``transformer`` or ``conformer`` encoder, the last one being the model's own head. They are
-trained jointly, on Σ_i w_i · loss_i (:func:`exit_loss_weights`); at inference an example
-leaves the stack at the first block whose classifier is confident enough
-(:func:`confidence` ≥ a threshold), so easy examples cost a few blocks and hard ones all
-of them (Teerapittayanon et al. 2016, BranchyNet; Xin et al. 2020, DeeBERT).
-
-:meth:`EarlyExitModel.early_exit` runs a batch this way without padding waste: the rows that
-exit after a block are taken out of the batch (and trailing padding columns no remaining
-row needs are cut) before the next block runs, so later blocks work only on what is left.
+:func:`evaluate_early_exit` runs the adaptive stack itself and times it against the full
+depth, batch by batch (interleaved, so both see the same machine load). :func:`exit_sweep`
+runs every block once per batch and reads off what each threshold would do; the tests
+check that this equals running :meth:`~selfattn.models.early_exit.EarlyExitModel.early_exit`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from selfattn.data.specials import IGNORE_INDEX
 from selfattn.data.types import Batch
-from selfattn.models.checkpointing import run_block
-from selfattn.models.encoder import BlockStack
-from selfattn.tasks.config import ModelConfig
-from selfattn.tasks.embedding import InputEmbedding
-from selfattn.tasks.encoders import AttentionSequenceEncoder
-from selfattn.tasks.heads import ClsToken, SequenceClassifier, TokenClassifier
-from selfattn.tasks.model import TaskModel, TaskSpec
-from selfattn.tasks.vision import ImageEmbedding
+from selfattn.models.early_exit import EXIT_CRITERIA, EarlyExitModel, confidence
 
-#: How an exit classifier's confidence is measured (``--exit-criterion``).
-ExitCriterion = Literal["max-prob", "entropy"]
-EXIT_CRITERIA: tuple[str, ...] = ("max-prob", "entropy")
+#: The thresholds of ``selfattn eval --exit-sweep``: confidences in [0, 1].
+SWEEP_THRESHOLDS: tuple[float, ...] = (
+    0.0,
+    0.5,
+    0.6,
+    0.7,
+    0.75,
+    0.8,
+    0.85,
+    0.9,
+    0.925,
+    0.95,
+    0.975,
+    0.99,
+    0.995,
+    0.999,
+    1.0,
+)
+#: How far below the full depth's accuracy a threshold may be and still be "as good".
+TOLERANCE = 0.01
 
-Head = TokenClassifier | SequenceClassifier
 
+@dataclass(frozen=True)
+class ExitPoint:
+    """One point of the curve: what stopping at ``threshold`` gives on a split.
 
-def exit_loss_weights(scheme: str, num_layers: int) -> list[float]:
-    """The weights w_1 … w_N of the per-block losses, summing to 1.
-
-    Args:
-        scheme: ``"uniform"`` (1/N each) or ``"linear"`` (w_i = i / (1 + … + N): deeper
-            blocks, which must also serve the hard examples, count more; Zhou et al. 2020).
-        num_layers: N.
+    Attributes:
+        threshold: the confidence threshold T (``None``: a fixed depth, every example
+            leaving after ``mean_layers`` blocks).
+        accuracy: fraction correct (a token task: of labelled positions).
+        mean_layers: blocks run per example, on average.
+        count: labels scored.
     """
-    if scheme == "uniform":
-        raw = [1.0] * num_layers
-    elif scheme == "linear":
-        raw = [float(i) for i in range(1, num_layers + 1)]
-    else:
-        raise ValueError(f"unknown exit loss weighting {scheme!r}; choose uniform or linear")
-    total = sum(raw)
-    return [w / total for w in raw]
+
+    threshold: float | None
+    accuracy: float
+    mean_layers: float
+    count: float
 
 
-def confidence(logits: Tensor, key_padding_mask: Tensor, criterion: str = "max-prob") -> Tensor:
-    """How sure a classifier is of each example, in [0, 1].
+def check_exit_request(model: Any, threshold: float | None, criterion: str) -> EarlyExitModel:
+    """``model`` as an :class:`EarlyExitModel`, the threshold and criterion checked.
 
-    ``max-prob``: the largest class probability; ``entropy``: 1 − H(p) / log C (1 for a
-    one-hot p, 0 for the uniform one). A token task's example is as sure as its least sure
-    real position.
+    Raises:
+        ValueError: a model without exit heads, T < 0 (or NaN), an unknown criterion
+            (one line each).
+    """
+    if not isinstance(model, EarlyExitModel):
+        raise ValueError(
+            "early exit: this model has no exit heads; train it with "
+            "--set model.exit_heads=true (a transformer or conformer on a token or sequence "
+            "task)"
+        )
+    if threshold is not None and not threshold >= 0:
+        raise ValueError(
+            f"--exit-threshold must be >= 0 (a confidence: 0 exits after block 1, above 1 "
+            f"runs every block), got {threshold}"
+        )
+    if criterion not in EXIT_CRITERIA:
+        raise ValueError(
+            f"--exit-criterion: unknown criterion {criterion!r}; choose "
+            f"{' or '.join(EXIT_CRITERIA)}"
+        )
+    return model
 
-    Args:
-        logits: ``(B, C)`` (sequence task) or ``(B, L, C)`` (token task).
-        key_padding_mask: ``(B, L)``, True at padding (read for a token task).
-        criterion: ``"max-prob"`` or ``"entropy"``.
+
+def _correct(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+    """Per example, labels right and labels scored: ``(B,)`` each."""
+    real = labels != IGNORE_INDEX
+    right = (logits.argmax(-1) == labels) & real
+    if right.dim() == 1:
+        return right.float(), real.float()
+    return right.float().sum(dim=1), real.float().sum(dim=1)
+
+
+@torch.no_grad()
+def evaluate_early_exit(
+    model: EarlyExitModel, batches: Iterable[Batch], threshold: float, criterion: str = "max-prob"
+) -> dict[str, float]:
+    """Accuracy and mean blocks run at ``threshold``, with the wall time per example of the
+    adaptive stack and of the full depth (the normal forward pass), each batch timed once
+    each way, one after the other.
 
     Returns:
-        ``(B,)``.
+        ``accuracy``, ``mean_layers``, ``num_layers``, ``count`` (labels scored),
+        ``examples``, ``full_depth_accuracy``, ``seconds_per_example``,
+        ``full_depth_seconds_per_example`` and ``time_ratio`` (the first ÷ the second).
     """
-    probs = torch.softmax(logits.float(), dim=-1)
-    if criterion == "max-prob":
-        sure = probs.max(dim=-1).values
-    elif criterion == "entropy":
-        classes = probs.shape[-1]
-        entropy = -(probs * probs.clamp(min=1e-12).log()).sum(dim=-1)
-        sure = 1.0 - entropy / math.log(classes) if classes > 1 else torch.ones_like(entropy)
-    else:
-        raise ValueError(f"unknown exit criterion {criterion!r}; choose max-prob or entropy")
-    if sure.dim() == 2:  # a token task: its least sure real position
-        sure = sure.masked_fill(key_padding_mask[:, : sure.shape[1]], 1.0).min(dim=1).values
-    return sure
-
-
-def weighted_exit_loss(
-    per_layer: Sequence[Tensor], weights: Sequence[float], loss: Callable[[Tensor], Tensor]
-) -> Tensor:
-    """Σ_i w_i · ``loss(per_layer[i])``: the joint training loss of every exit."""
-    if len(per_layer) != len(weights) or not per_layer:
-        raise ValueError(f"{len(per_layer)} exits but {len(weights)} loss weights")
-    total = weights[0] * loss(per_layer[0])
-    for w, logits in zip(weights[1:], per_layer[1:], strict=True):
-        total = total + w * loss(logits)
-    return total
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    right = full_right = count = layers = examples = 0.0
+    seconds = full_seconds = 0.0
+    for batch in batches:
+        batch = batch.to(device)
+        start = time.perf_counter()
+        full = model(batch)
+        middle = time.perf_counter()
+        result = model.early_exit(batch, threshold, criterion)
+        end = time.perf_counter()
+        full_seconds += middle - start
+        seconds += end - middle
+        got, scored = _correct(result.logits, batch.labels)
+        full_got, _ = _correct(full, batch.labels)
+        right += float(got.sum())
+        full_right += float(full_got.sum())
+        count += float(scored.sum())
+        layers += float(result.layers.sum())
+        examples += len(result.layers)
+    model.train(was_training)
+    return {
+        "accuracy": right / max(count, 1.0),
+        "mean_layers": layers / max(examples, 1.0),
+        "num_layers": float(model.num_layers),
+        "count": count,
+        "examples": examples,
+        "full_depth_accuracy": full_right / max(count, 1.0),
+        "seconds_per_example": seconds / max(examples, 1.0),
+        "full_depth_seconds_per_example": full_seconds / max(examples, 1.0),
+        "time_ratio": seconds / full_seconds if full_seconds else float("nan"),
+    }
 
 
 @dataclass
-class ExitResult:
-    """What :meth:`EarlyExitModel.early_exit` returns.
+class ExitSweep:
+    """The accuracy-vs-blocks curve of a model on a split.
 
     Attributes:
-        logits: ``(B, C)`` or ``(B, L, C)``: each example's logits at the block it left
-            after (a token task's positions past its shortened batch are 0).
-        layers: ``(B,)`` the number of blocks each example ran, 1 to N.
+        criterion: the confidence measure (``max-prob`` or ``entropy``).
+        points: one per threshold, in the order given.
+        fixed: every example leaving after block k, for k = 1 … N.
     """
 
-    logits: Tensor
-    layers: Tensor
-
-
-class ExitHead(nn.Module):
-    """A classifier on one block's output: a LayerNorm (when the stack ends in one, since a
-    pre-LN block's output is not normalised) and a head of the model's kind.
-
-    Args:
-        head: a :class:`TokenClassifier` or :class:`SequenceClassifier`.
-        embed_dim: E, for the norm.
-        norm: put a LayerNorm before the head.
-    """
-
-    def __init__(self, head: Head, embed_dim: int, *, norm: bool) -> None:
-        super().__init__()
-        self.norm = nn.LayerNorm(embed_dim) if norm else nn.Identity()
-        self.head = head
-
-    def forward(self, h: Tensor, key_padding_mask: Tensor) -> Tensor:
-        """``(B, L, E), (B, L) →`` the head's logits."""
-        return self.head(self.norm(h), key_padding_mask)
-
-
-class EarlyExitModel(TaskModel):
-    """A :class:`TaskModel` with a classifier after every block of its encoder.
-
-    ``forward(batch)`` is the normal model's (the last block's head), so training's dev
-    metrics, ``predict`` and ``eval`` without a threshold read the full depth;
-    ``forward(batch, exits=True)`` returns every block's logits for the joint loss, and
-    :meth:`early_exit` runs the stack adaptively.
-
-    Args:
-        embedding, encoder, head, spec, cls_token: as :class:`TaskModel`; ``encoder`` is a
-            stack of attention blocks.
-        exits: the N − 1 classifiers after blocks 1 … N − 1.
-        loss_weights: w_1 … w_N (:func:`exit_loss_weights`).
-        weighting: the scheme that gave them, for ``repr``.
-    """
-
-    def __init__(
-        self,
-        embedding: InputEmbedding | ImageEmbedding,
-        encoder: AttentionSequenceEncoder,
-        head: Head,
-        *,
-        exits: Sequence[ExitHead],
-        loss_weights: Sequence[float],
-        weighting: str,
-        spec: TaskSpec | None = None,
-        cls_token: ClsToken | None = None,
-    ) -> None:
-        super().__init__(embedding, encoder, head, spec=spec, cls_token=cls_token)
-        blocks = self.stack.num_layers
-        if len(exits) != blocks - 1 or len(loss_weights) != blocks:
-            raise ValueError(
-                f"{blocks} blocks need {blocks - 1} exit heads and {blocks} loss weights, "
-                f"got {len(exits)} and {len(loss_weights)}"
-            )
-        self.exits = nn.ModuleList(exits)
-        self.loss_weights = list(loss_weights)
-        self.weighting = weighting
+    criterion: str
+    points: list[ExitPoint]
+    fixed: list[ExitPoint]
 
     @property
-    def stack(self) -> BlockStack:
-        """The encoder's stack of blocks (a property, not a second submodule: its weights
-        are stored once, under ``encoder.``)."""
-        assert isinstance(self.encoder, AttentionSequenceEncoder)
-        stack = self.encoder.encoder
-        assert isinstance(stack, BlockStack), "adaptive depth has no exit heads (refused at build)"
-        return stack
+    def full_depth(self) -> ExitPoint:
+        """Every block run: the normal model."""
+        return self.fixed[-1]
 
-    @property
-    def num_layers(self) -> int:
-        """N, the blocks of the encoder (and exits)."""
-        return self.stack.num_layers
+    def best(self, tolerance: float = TOLERANCE) -> ExitPoint | None:
+        """The threshold with the fewest mean blocks whose accuracy is at most
+        ``tolerance`` below the full depth's (ties: the more accurate); ``None`` if none."""
+        floor = self.full_depth.accuracy - tolerance - 1e-12
+        good = [p for p in self.points if p.accuracy >= floor]
+        return min(good, key=lambda p: (p.mean_layers, -p.accuracy), default=None)
 
-    def extra_repr(self) -> str:
-        weights = ", ".join(f"{w:.3f}" for w in self.loss_weights)
-        return f"exit_loss_weights={self.weighting} ({weights})"
-
-    def forward(self, batch: Batch, exits: bool = False) -> Tensor | list[Tensor]:  # type: ignore[override]
-        """The last block's logits, or with ``exits`` every block's, N tensors."""
-        if not exits:
-            return super().forward(batch)
-        x, mask = self.encoder_inputs(batch)
-        hidden = self.stack(x, key_padding_mask=mask).hidden_states[1:]  # last: normalised
-        logits = [head(h, mask) for head, h in zip(self.exits, hidden, strict=False)]
-        return [*logits, self.head(hidden[-1], mask)]
-
-    def _exit_logits(self, index: int, h: Tensor, mask: Tensor) -> Tensor:
-        """Block ``index``'s (0-based) classifier on that block's raw output ``h``."""
-        if index < len(self.exits):
-            return self.exits[index](h, mask)
-        if self.stack.norm is not None:
-            h = self.stack.norm(h)
-        return self.head(h, mask)
-
-    @torch.no_grad()
-    def early_exit(self, batch: Batch, threshold: float, criterion: str = "max-prob") -> ExitResult:
-        """Each example leaves after the first block whose classifier's :func:`confidence`
-        is at least ``threshold`` (the last block's, whatever it is): ``threshold`` 0 stops
-        every example after block 1, one above 1 runs every block.
-
-        Rows that exit leave the batch before the next block runs, and padding columns no
-        remaining row needs are cut, so the answers are those of running each example
-        alone. Call it in eval mode.
-
-        Args:
-            batch: a collated batch.
-            threshold: T ≥ 0.
-            criterion: ``"max-prob"`` or ``"entropy"`` (:func:`confidence`).
-        """
-        if not threshold >= 0:  # NaN too
-            raise ValueError(f"exit threshold must be >= 0, got {threshold}")
-        if criterion not in EXIT_CRITERIA:
-            raise ValueError(f"unknown exit criterion {criterion!r}; choose max-prob or entropy")
-        x, mask = self.encoder_inputs(batch)
-        if self.stack.absolute is not None:
-            x = self.stack.absolute(x)
-        x = self.stack.embed_dropout(x)
-        rows = torch.arange(x.shape[0], device=x.device)  # each remaining row's example
-        layers = torch.full_like(rows, self.num_layers)
-        out: Tensor | None = None
-        for index, block in enumerate(self.stack.layers):
-            x, _ = run_block(self.stack, block, x, key_padding_mask=mask)
-            logits = self._exit_logits(index, x, mask)
-            if out is None:  # (B, C) or (B, L', C), zeros where a shortened row ends
-                out = logits.new_zeros((len(rows), *mask.shape[1:2], logits.shape[-1]))
-                out = out if logits.dim() == 3 else out[:, 0]
-            last = index == self.num_layers - 1
-            done = (
-                torch.ones_like(rows, dtype=torch.bool)
-                if last
-                else (confidence(logits, mask, criterion) >= threshold)
-            )
-            if logits.dim() == 3:
-                out[rows[done], : logits.shape[1]] = logits[done]
-            else:
-                out[rows[done]] = logits[done]
-            layers[rows[done]] = index + 1
-            keep = ~done
-            if not keep.any():
-                break
-            x, mask, rows = x[keep], mask[keep], rows[keep]
-            length = int((~mask).sum(dim=1).max().clamp(min=1))  # padding trails
-            x, mask = x[:, :length], mask[:, :length]
-        assert out is not None
-        return ExitResult(out, layers)
-
-    def layer_groups(self) -> list[list[nn.Parameter]]:
-        """As :meth:`TaskModel.layer_groups`, with exit i's classifier in block i's group."""
-        groups = super().layer_groups()
-        inside = {id(p) for p in self.exits.parameters()}
-        below = [p for p in groups[0] if id(p) not in inside]
-        blocks = [
-            [*block, *(self.exits[i].parameters() if i < len(self.exits) else ())]
-            for i, block in enumerate(groups[1:-1])
-        ]
-        return [below, *blocks, groups[-1]]
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        best = self.best()
+        return {
+            "criterion": self.criterion,
+            "points": [asdict(p) for p in self.points],
+            "fixed": [asdict(p) for p in self.fixed],
+            "best": None if best is None else asdict(best),
+        }
 
 
-def build_exit_model(
-    config: ModelConfig,
-    embedding: InputEmbedding | ImageEmbedding,
-    encoder: AttentionSequenceEncoder,
-    head: Head,
-    *,
-    spec: TaskSpec,
-    cls_token: ClsToken | None,
-) -> EarlyExitModel:
-    """The :class:`EarlyExitModel` of ``config`` around the normal model's parts: one
-    classifier like ``head`` after each block but the last, whose classifier is ``head``."""
-    stack = encoder.encoder
-    assert isinstance(stack, BlockStack), "adaptive depth has no exit heads (refused at build)"
-    exits = []
-    for _ in range(stack.num_layers - 1):
-        if isinstance(head, TokenClassifier):
-            copy: Head = TokenClassifier(
-                encoder.output_dim, spec.num_labels, dropout=config.dropout
-            )
-        else:
-            copy = SequenceClassifier(
-                encoder.output_dim, spec.num_labels, pooling=config.pooling, dropout=config.dropout
-            )
-        exits.append(ExitHead(copy, encoder.output_dim, norm=stack.norm is not None))
-    return EarlyExitModel(
-        embedding,
-        encoder,
-        head,
-        exits=exits,
-        loss_weights=exit_loss_weights(config.exit_loss_weights, stack.num_layers),
-        weighting=config.exit_loss_weights,
-        spec=spec,
-        cls_token=cls_token,
-    )
+@torch.no_grad()
+def exit_sweep(
+    model: EarlyExitModel,
+    batches: Iterable[Batch],
+    thresholds: Sequence[float] = SWEEP_THRESHOLDS,
+    criterion: str = "max-prob",
+) -> ExitSweep:
+    """Every block's classifier run once on every batch; what each threshold would give
+    (the same as :meth:`EarlyExitModel.early_exit` at it), and each fixed depth."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    num_layers = model.num_layers
+    right = torch.zeros(len(thresholds))
+    layers = torch.zeros(len(thresholds))
+    fixed_right = torch.zeros(num_layers)
+    count = examples = 0.0
+    limits = torch.tensor(list(thresholds), dtype=torch.float32)[:, None]  # (K, 1)
+    for batch in batches:
+        batch = batch.to(device)
+        mask = model.embedding.padding_mask(batch)
+        per_layer = model(batch, exits=True)
+        assert isinstance(per_layer, list)
+        sure = torch.stack([confidence(logits, mask, criterion) for logits in per_layer]).cpu()
+        got = torch.stack([_correct(logits, batch.labels)[0] for logits in per_layer]).cpu()
+        scored = _correct(per_layer[-1], batch.labels)[1].cpu()  # (B,)
+        passes = sure[None] >= limits[..., None]  # (K, N, B)
+        passes[:, -1] = True  # the last block's classifier answers whatever it is
+        exit_at = passes.float().argmax(dim=1)  # (K, B): the first block that passes
+        right += got.gather(0, exit_at).sum(dim=1)  # (K,)
+        layers += (exit_at + 1).float().sum(dim=1)
+        fixed_right += got.sum(dim=1)
+        count += float(scored.sum())
+        examples += len(scored)
+    model.train(was_training)
+    total, many = max(count, 1.0), max(examples, 1.0)
+    points = [
+        ExitPoint(float(t), float(r) / total, float(n) / many, count)
+        for t, r, n in zip(thresholds, right, layers, strict=True)
+    ]
+    fixed = [
+        ExitPoint(None, float(r) / total, float(k + 1), count) for k, r in enumerate(fixed_right)
+    ]
+    return ExitSweep(criterion, points, fixed)

@@ -6,16 +6,7 @@
 
 from __future__ import annotations
 
-from selfattn.train.checkpoint import (
-    FORMAT_VERSION,
-    Checkpoint,
-    get_rng_state,
-    load_checkpoint,
-    load_model,
-    save_checkpoint,
-    set_rng_state,
-)
-from selfattn.train.config import (
+from selfattn.config import (
     Config,
     DataConfig,
     ModelConfig,
@@ -24,6 +15,15 @@ from selfattn.train.config import (
     config_to_dict,
     config_to_toml,
     load_config,
+)
+from selfattn.train.checkpoint import (
+    FORMAT_VERSION,
+    Checkpoint,
+    get_rng_state,
+    load_checkpoint,
+    load_model,
+    save_checkpoint,
+    set_rng_state,
 )
 from selfattn.train.loop import (
     METRICS_FILE,

@@ -46,8 +46,8 @@ import torch
 from torch import Tensor, nn
 
 import selfattn
-from selfattn.tasks.model import TaskSpec
-from selfattn.train.config import Config, config_from_dict, config_to_dict
+from selfattn.config import Config, config_from_dict, config_to_dict
+from selfattn.models.task_model import TaskSpec
 
 #: Bumped whenever the layout or the meaning of a stored field changes.
 FORMAT_VERSION = 1
@@ -252,7 +252,7 @@ def load_model(
     build: Callable[[Config, TaskSpec], nn.Module],
 ) -> tuple[nn.Module, Checkpoint]:
     """The model stored in ``directory`` (in eval mode) and its checkpoint: a
-    :class:`~selfattn.tasks.TaskModel`, or a
+    :class:`~selfattn.models.TaskModel`, or a
     :class:`~selfattn.models.seq2seq.Seq2SeqTransformer` for a seq2seq task; ``build``
     makes the empty model the weights are loaded into.
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from torch import nn
 
-from selfattn.tasks.model import TaskSpec
+from selfattn.config import Config
+from selfattn.models.task_model import TaskSpec
 from selfattn.train.checkpoint import load_checkpoint
-from selfattn.train.config import Config
 from selfattn.train.run_dir import checkpoint_in
 
 #: The ``[seq2seq]`` fields that shape the model (the others are training or decoding).

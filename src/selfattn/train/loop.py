@@ -43,9 +43,10 @@ import torch
 from torch import nn
 
 from selfattn.attention.backends import varying_shapes
+from selfattn.config import Config, config_to_toml
 from selfattn.messages import plural
 from selfattn.models.checkpointing import enable_activation_checkpointing
-from selfattn.tasks.model import TaskSpec
+from selfattn.models.task_model import TaskSpec
 from selfattn.train.checkpoint import (
     Checkpoint,
     get_rng_state,
@@ -54,7 +55,6 @@ from selfattn.train.checkpoint import (
     set_rng_state,
     write_atomic,
 )
-from selfattn.train.config import Config, config_to_toml
 from selfattn.train.distributed import (
     Distributed,
     StepTotals,
@@ -215,7 +215,7 @@ class Trainer:
         train_batches: ``epoch → batches`` (see the module docstring).
         dev_batches: ``() → batches`` of the development set, or ``None``.
         objective: what is trained: builds the model, gives the loss of a batch and the
-            development metrics (a :class:`~selfattn.pipeline.Task`).
+            development metrics (a :class:`~selfattn.tasks.Task`).
         vocabs: JSON-ready vocabularies to store in checkpoints.
         progress: what to show on stderr (:data:`~selfattn.train.progress.ProgressMode`):
             ``True`` or ``"auto"``: a tqdm bar on a terminal, plain lines elsewhere;

@@ -3,7 +3,7 @@
 The loop (:mod:`selfattn.train.loop`) is the same for every task type; an
 :class:`Objective` supplies the three task-specific pieces: build the model, the loss of
 a batch, and the development metrics (with ``"loss"`` and the checkpoint-selection score,
-``"accuracy"`` or a regression's ``"rmse"``). Every :class:`selfattn.pipeline.Task` is one.
+``"accuracy"`` or a regression's ``"rmse"``). Every :class:`selfattn.tasks.Task` is one.
 """
 
 from __future__ import annotations

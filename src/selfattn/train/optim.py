@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from selfattn.train.config import Schedule, TrainConfig
+from selfattn.config import Schedule, TrainConfig
 
 
 def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:

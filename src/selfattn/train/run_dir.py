@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from selfattn.tasks.model import TaskSpec
+from selfattn.config import Config, config_to_dict
+from selfattn.models.task_model import TaskSpec
 from selfattn.train.checkpoint import MANIFEST, write_atomic
-from selfattn.train.config import Config, config_to_dict
 
 METRICS_FILE = "metrics.jsonl"
 #: Settings that may change on resuming without changing the run.

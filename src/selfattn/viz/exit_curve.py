@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from matplotlib.figure import Figure
 
 if TYPE_CHECKING:  # the result it draws; viz imports nothing above it at run time
-    from selfattn.pipeline.early_exit import ExitSweep
+    from selfattn.tasks.early_exit import ExitSweep
 
 
 def exit_curve_figure(

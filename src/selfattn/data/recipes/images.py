@@ -4,7 +4,7 @@ The lecture's picture is a W × H × C tensor, i.e. W·H vectors of C values; so
 image is an :class:`~selfattn.data.types.Example` on ``vectors`` input whose ``features``
 are its pixels, row-major, ``(H·W, C)`` float32 scaled to [0, 1]. Any encoder can read
 that set as it is; the image models (ViT patches, 2-D positions, the ``cnn2d`` baseline,
-:mod:`selfattn.tasks.vision`) fold it back into its grid, which the recipe records as
+:mod:`selfattn.models.vision`) fold it back into its grid, which the recipe records as
 ``extra["image_shape"] = "HxWxC"`` (read it with :func:`image_shape`).
 
 * ``digits``: scikit-learn's 1,797 8 × 8 handwritten digits (UCI optdigits test set),

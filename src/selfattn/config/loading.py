@@ -1,0 +1,240 @@
+"""A run's configuration: frozen dataclasses loaded from TOML, overridable field by field.
+
+    run_dir = "runs/pos"          # optional; default runs/<config file name>
+    [data]
+    dataset = "pos-wsj"
+    [model]
+    architecture = "transformer"
+    [train]
+    epochs = 20
+
+``--set section.field=value`` overrides a field; the value is read as a TOML literal
+(``3``, ``0.5``, ``true``, ``"x"``) and, failing that, as a plain string. TOML has no
+null, so an optional field is set to ``None`` with the string ``"none"``. Every key and
+type is checked against the dataclasses, with errors that name the field.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from selfattn.config.sections import Config, DataConfig, TrainConfig
+from selfattn.models.options import ModelConfig
+from selfattn.models.seq2seq_options import Seq2SeqConfig
+
+SECTIONS: dict[str, type] = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "train": TrainConfig,
+    "seq2seq": Seq2SeqConfig,
+}
+_TOP_LEVEL = ("run_dir",)
+
+
+def load_config(path: Path, overrides: list[str] | None = None) -> Config:
+    """Read a TOML configuration and apply ``section.field=value`` overrides.
+
+    Args:
+        path: the TOML file. Without a top-level ``run_dir``, the run goes to
+            ``runs/<file name without .toml>``.
+        overrides: ``"section.field=value"`` strings (``"run_dir=path"`` for the folder).
+
+    Raises:
+        ValueError: one line: unreadable TOML (with the file's name, line and column),
+            an unknown section or key (the message lists the valid ones), a value of the
+            wrong type or out of range (naming the field, and the file or the ``--set``
+            override it came from).
+    """
+    path = Path(path)
+    try:
+        values = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:  # its message ends "(at line L, column C)"
+        raise ValueError(f"{path}: invalid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except OSError as error:
+        raise ValueError(f"cannot read config {path}: {error.strerror}") from None
+    values.setdefault("run_dir", str(Path("runs") / path.stem))
+    for override in overrides or []:
+        apply_override(values, override)
+    try:
+        return config_from_dict(values)
+    except ValueError as error:
+        # Say where the bad value was written: an override that names the field, else the file.
+        for override in overrides or []:
+            key = override.partition("=")[0].strip()
+            if key and key in str(error):
+                raise ValueError(f"{error} (from --set {override})") from None
+        raise ValueError(f"{path}: {error}") from None
+
+
+def apply_override(values: dict[str, Any], override: str) -> None:
+    """Set ``section.field`` (or a top-level key) in the raw ``values`` to ``value``."""
+    key, sep, raw = override.partition("=")
+    if not sep:
+        raise ValueError(f"override {override!r} is not of the form section.field=value")
+    parts = key.strip().split(".")
+    if len(parts) == 1 and parts[0] in _TOP_LEVEL:
+        values[parts[0]] = parse_value(raw)
+        return
+    if len(parts) != 2:
+        raise ValueError(
+            f"override {override!r}: the key must be section.field (sections: "
+            f"{', '.join(SECTIONS)}) or one of {', '.join(_TOP_LEVEL)}"
+        )
+    section, name = parts
+    _check_section(section)
+    table = values.setdefault(section, {})
+    if not isinstance(table, dict):
+        raise ValueError(f"[{section}] must be a table")
+    table[name] = parse_value(raw)
+
+
+def parse_value(raw: str) -> Any:
+    """A TOML literal (``3``, ``0.5``, ``true``, ``"x"``, ``[1, 2]``), else the raw string."""
+    raw = raw.strip()
+    try:
+        return tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def config_from_dict(values: Mapping[str, Any]) -> Config:
+    """Build and validate a :class:`Config` from nested plain values (TOML or JSON)."""
+    unknown = sorted(set(values) - set(SECTIONS) - set(_TOP_LEVEL))
+    if unknown:
+        valid = ", ".join([*(f"[{name}]" for name in SECTIONS), *_TOP_LEVEL])
+        raise ValueError(f"unknown config section(s) {', '.join(unknown)}; valid: {valid}")
+    if "data" not in values:
+        raise ValueError("config: the [data] section (with data.dataset) is required")
+    sections = {name: _build_section(name, values.get(name, {})) for name in SECTIONS}
+    run_dir = _coerce(values.get("run_dir", "runs/run"), Path, "run_dir")
+    return Config(run_dir=run_dir, **sections)
+
+
+def config_to_dict(config: Config) -> dict[str, Any]:
+    """Nested plain values (JSON-ready); :func:`config_from_dict` inverts it."""
+    out: dict[str, Any] = {name: dataclasses.asdict(getattr(config, name)) for name in SECTIONS}
+    out["run_dir"] = str(config.run_dir)
+    return out
+
+
+def config_to_toml(config: Config) -> str:
+    """The configuration as TOML text that :func:`load_config` reads back unchanged."""
+    values = config_to_dict(config)
+    lines = [f"run_dir = {_toml_literal(values.pop('run_dir'))}"]
+    for section, table in values.items():
+        lines += ["", f"[{section}]"]
+        lines += [f"{key} = {_toml_literal(value)}" for key, value in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_literal(value: Any) -> str:
+    if value is None:
+        return '"none"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+# ------------------------------------------------------------------------- validation
+
+
+def _check_section(section: str) -> None:
+    if section not in SECTIONS:
+        raise ValueError(
+            f"unknown config section {section!r}; valid sections: {', '.join(SECTIONS)}"
+        )
+
+
+def _build_section(section: str, table: Any) -> Any:
+    cls = SECTIONS[section]
+    if not isinstance(table, Mapping):
+        raise ValueError(f"[{section}] must be a table, got {table!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    unknown = sorted(set(table) - set(names))
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {', '.join(f'{section}.{key}' for key in unknown)}; "
+            f"valid keys of [{section}]: {', '.join(names)}"
+        )
+    required = [
+        f.name
+        for f in fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [name for name in required if name not in table]
+    if missing:
+        raise ValueError(f"missing required key(s): {', '.join(f'{section}.{m}' for m in missing)}")
+    kwargs = {key: _coerce(value, hints[key], f"{section}.{key}") for key, value in table.items()}
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, hint: Any, name: str) -> Any:
+    """``value`` as type ``hint``, or a ValueError naming the field, the type and the value."""
+    origin = typing.get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        options = typing.get_args(hint)
+        if type(None) in options and (value is None or _is_none_word(value)):
+            return None
+        for option in (o for o in options if o is not type(None)):
+            with contextlib.suppress(ValueError):
+                return _coerce(value, option, name)
+        raise ValueError(f"{name}: expected {_type_name(hint)}, got {value!r}")
+    if origin is Literal:
+        choices = typing.get_args(hint)
+        if any(value == c and type(value) is type(c) for c in choices):
+            return value
+        raise ValueError(
+            f"{name}: expected one of {', '.join(repr(c) for c in choices)}, got {value!r}"
+        )
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    elif hint is Path:
+        if isinstance(value, str | Path):
+            return Path(value)
+    else:  # pragma: no cover - a field type this module does not know
+        raise TypeError(f"{name}: unsupported field type {hint!r}")
+    raise ValueError(f"{name}: expected {_type_name(hint)}, got {value!r}")
+
+
+def _is_none_word(value: Any) -> bool:
+    return isinstance(value, str) and value.lower() == "none"
+
+
+def _type_name(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        return " or ".join(
+            "none" if option is type(None) else _type_name(option)
+            for option in typing.get_args(hint)
+        )
+    if origin is Literal:
+        return "one of " + ", ".join(repr(c) for c in typing.get_args(hint))
+    if hint is Path:
+        return "path (str)"
+    return getattr(hint, "__name__", str(hint))

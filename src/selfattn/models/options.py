@@ -1,0 +1,540 @@
+"""The model section of a run's configuration.
+
+It lives here, beside the code that reads it (:func:`selfattn.models.build_model`), so that
+imports point downward; :mod:`selfattn.config` re-exports it with the other sections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from selfattn.attention.dropout import DROPOUT_MASKS, DropoutMasks
+from selfattn.attention.normalizers import NORMALIZERS
+from selfattn.attention.scores import SCORES
+from selfattn.blocks.config import kernel_takes_dropout
+from selfattn.kernels import KERNELS
+from selfattn.models.linear_layers import LINEAR_LAYERS, LinearLayers
+from selfattn.positional import GRID_POSITIONAL, POSITIONAL
+
+Architecture = Literal[
+    "transformer",
+    "fc",
+    "fc_window",
+    "bigru",
+    "cnn",
+    "conformer",
+    "graph",
+    "cnn2d",
+    "memn2n",
+    "ntm",
+    "lstm",
+    "rnn",
+]
+RNNCellName = Literal["gru", "lstm"]
+MemoryTying = Literal["adjacent", "layerwise"]
+Halting = Literal["none", "act"]
+#: How the per-layer losses of ``model.exit_heads`` are weighted
+#: (:mod:`selfattn.models.early_exit`).
+ExitLossWeights = Literal["uniform", "linear"]
+Pooling = Literal["mean", "first", "attention", "cls"]
+
+# Fields every architecture reads (what an input or task does not read is checked at build).
+_EVERY_ARCHITECTURE = frozenset(
+    {
+        "architecture",
+        "embed_dim",
+        "num_layers",
+        "ffn_dim",
+        "dropout",
+        "pooling",
+        "char_features",
+        "char_dim",
+        "word_dropout",
+        "patch_size",
+        "grid_positional",
+        "head_dropout",
+        "dropout_masks",
+        "linear_layers",
+    }
+)
+_ATTENTION = frozenset(
+    {
+        "num_heads",
+        "attention",
+        "attention_size",
+        "attention_dropout",
+        "score",
+        "normalizer",
+        "include_self",
+        "share_weights",
+        "halting",
+        "ponder_weight",
+    }
+)
+# Early exit: a classifier after every block of a stack (:mod:`selfattn.models.early_exit`).
+_EXITS = frozenset({"exit_heads", "exit_loss_weights"})
+#: The fields each architecture reads besides those every one reads. A field outside
+#: its set, at a value other than its default, is refused (no option silently ignored).
+ARCHITECTURE_FIELDS: dict[str, frozenset[str]] = {
+    "transformer": _ATTENTION | {"positional", "norm_first", "pretrained", "ffn_dropout"} | _EXITS,
+    # Every Conformer module is pre-normalised: norm_first = true is all it can be.
+    "conformer": _ATTENTION | {"positional", "window_k", "ffn_dropout"} | _EXITS,
+    "graph": frozenset({"num_heads", "norm_first", "include_self", "share_weights", "ffn_dropout"}),
+    "fc": frozenset(),
+    "fc_window": frozenset({"window_k"}),
+    "bigru": frozenset(),
+    "cnn": frozenset({"window_k"}),
+    "cnn2d": frozenset({"window_k"}),
+    # Not an encoder under a head: sentence memories read hop after hop
+    # (:mod:`selfattn.models.memory`); it reads none of the fields above but these.
+    "memn2n": frozenset(
+        {
+            "embed_dim",
+            "num_layers",
+            "memory_size",
+            "memory_tying",
+            "linear_start_steps",
+            "memory_noise",
+        }
+    ),
+    # The bits task's models (:mod:`selfattn.models.bits`): a neural Turing machine (its
+    # LSTM controller ffn_dim wide) and the LSTM baseline.
+    "ntm": frozenset({"ffn_dim", "memory_size", "memory_width"}),
+    "lstm": frozenset({"ffn_dim", "num_layers"}),
+    # The seq2seq RNN encoder–decoder with attention (:mod:`selfattn.models.rnn_seq2seq`).
+    "rnn": frozenset(
+        {"embed_dim", "num_layers", "ffn_dim", "dropout", "score", "rnn_cell", "input_feeding"}
+    ),
+}
+#: Architectures that are not an input embedding, an encoder and a head: they read only
+#: ``architecture`` and their own fields.
+_OWN_FIELDS_ONLY = frozenset({"memn2n", "ntm", "lstm", "rnn"})
+#: The architectures of the ``bits`` task, and only of it.
+BITS_ARCHITECTURES = ("ntm", "lstm")
+
+
+def fields_read(architecture: str) -> frozenset[str]:
+    """The :class:`ModelConfig` fields ``architecture`` reads."""
+    if architecture in _OWN_FIELDS_ONLY:
+        return frozenset({"architecture"}) | ARCHITECTURE_FIELDS[architecture]
+    return _EVERY_ARCHITECTURE | ARCHITECTURE_FIELDS[architecture]
+
+
+#: ``model.score`` values of the ``rnn`` architecture only (Luong's "general": zᵀ W_a h).
+RNN_ONLY_SCORES = ("general",)
+
+#: Architectures whose encoder can read a prepended [CLS] vector (``pooling = "cls"``).
+CLS_ARCHITECTURES = ("transformer", "conformer")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What model to build: input embedding → sequence encoder → task head.
+
+    Attributes:
+        architecture: the sequence encoder, a key of :data:`selfattn.models.ENCODERS`:
+            ``transformer`` (self-attention), or one of the lecture's baselines: ``fc``
+            (an MLP on each vector alone), ``fc_window`` (an MLP on the ±``window_k``
+            neighbourhood), ``bigru`` (bidirectional GRU), ``cnn`` (1-D convolutions),
+            ``conformer`` (self-attention + convolution blocks, Gulati et al. 2020),
+            ``graph`` (self-attention along a graph's edges, :mod:`selfattn.models.graph`),
+            ``cnn2d`` (a 2-D CNN over an image's pixel grid, :mod:`selfattn.models.vision`),
+            or ``memn2n``, not an encoder but an end-to-end memory network
+            (:mod:`selfattn.models.memory`, lecture 003): a story's facts are its memories,
+            its question reads them over ``num_layers`` hops (sequence tasks on text);
+            for the ``bits`` task (the copy recipes), ``ntm``, a neural Turing machine,
+            or ``lstm``, its baseline (:mod:`selfattn.models.bits`); for the ``seq2seq``
+            task, ``rnn``: the RNN encoder–decoder with attention
+            (:mod:`selfattn.models.rnn_seq2seq`, lecture 003).
+        embed_dim: E, size of the input vectors the encoder receives.
+        num_heads: H, attention heads (``transformer``, ``conformer``, ``graph``).
+        num_layers: blocks / MLP layers / GRU or LSTM layers / convolutions / memory hops.
+        ffn_dim: the transformer's feed-forward width; the baselines' hidden width (and
+            output size); the LSTM's and the neural Turing machine's controller's size;
+            the ``rnn`` decoder's state size (each encoder direction has half; even).
+        dropout: dropout everywhere a layer has some (unless ``attention_dropout``,
+            ``ffn_dropout`` or ``head_dropout`` says otherwise there).
+        positional: positional encoding of the transformer and the Conformer, a key of
+            :data:`selfattn.positional.POSITIONAL`, or ``None`` (``"none"`` in TOML; what
+            every other architecture has).
+        pooling: how a sequence task turns L vectors into one: ``mean`` over real
+            positions, the ``first`` position, learned-query ``attention``, or ``cls``: a
+            learned [CLS] vector is put before the sequence and the head reads the
+            encoder's output there (ViT, Devlin et al.'s BERT; ``transformer`` and
+            ``conformer``). Token and seq2seq tasks do not pool: leave it at ``mean``.
+        window_k: half-width k of the ``fc_window`` window (2k + 1 vectors) and of the
+            ``cnn`` and ``conformer`` convolution kernels (size 2k + 1).
+        char_features: text input also gets a character-level encoder per token, so
+            words unseen in training still get informative vectors.
+        char_dim: size of the character-level vector of a token.
+        word_dropout: text input only: in training, each real word is replaced by the
+            unknown word with this probability (its characters are kept), so the model
+            learns to tag words it has never seen from their spelling and context.
+            In [0, 1); ``0`` turns it off.
+        norm_first: pre-LN transformer and graph blocks (they train stably with little
+            warm-up); a Conformer is always pre-normalised.
+        attention: the attention variant of ``transformer`` and ``conformer`` (and a
+            seq2seq encoder's), a key of
+            :data:`selfattn.kernels.KERNELS`: ``dense`` (fused softmax attention, the
+            default), ``window`` (truncated), ``linear``, ``performer``, ``linformer``,
+            ``lsh``, ``nystrom`` (lecture 000 §More; Tay et al., "Efficient Transformers").
+        attention_size: the variant's size, if it has one: the window half-width w
+            (``window``), random features (``performer``), projected length
+            (``linformer``), buckets (``lsh``), landmarks (``nystrom``); ``None`` (``"none"``
+            in TOML) keeps the variant's default.
+        attention_dropout: dropout on the attention weights of ``transformer``,
+            ``conformer`` and seq2seq models; ``None`` (``"none"`` in TOML): ``dropout``.
+            On CPU any value > 0 leaves PyTorch's fused attention kernel (it has no fused
+            dropout) for a path several times slower at long inputs; ``0`` keeps it.
+        patch_size: image data only (:mod:`selfattn.models.vision`): P to cut each image
+            into P × P patches, one vector each (ViT); ``None``: one vector per pixel.
+        grid_positional: image data only: a 2-D positional encoding of each pixel's or
+            patch's (row, column), a key of :data:`selfattn.positional.GRID_POSITIONAL`
+            (``sinusoidal2d``, ``learned2d``), or ``None``. With it, ``positional`` must be
+            ``none`` (one position per vector is enough).
+        score: the attention score (lecture 000): ``scaled_dot`` (Vaswani et al.),
+            ``dot`` or ``additive`` (Bahdanau et al.), see
+            :data:`selfattn.attention.scores.SCORES`; with ``attention = "dense"``. The
+            ``rnn`` architecture's match function takes these and ``general`` (Luong et
+            al.'s zᵀ W_a h).
+        normalizer: what turns scores into weights: ``softmax``, ``relu`` or ``sigmoid``
+            (the lecture's "ReLU instead of softmax"), see
+            :data:`selfattn.attention.normalizers.NORMALIZERS`; with dense attention.
+        include_self: false forbids each position (each graph node) attending to itself.
+        share_weights: Universal Transformer (Dehghani et al. 2019): one block applied
+            ``num_layers`` times (``transformer``, ``conformer``, ``graph``, and seq2seq's
+            encoder and decoder).
+        rnn_cell: ``rnn``: the encoder's and the decoder's cell, ``gru`` or ``lstm``.
+        input_feeding: ``rnn``: feed each step's attentional vector to the decoder with
+            the next input word (Luong et al. 2015); false: the RNN runs without it.
+        pretrained: start from a pretrained BERT checkpoint: a registered name
+            (``"minilm-l6"``, :data:`selfattn.pretrained.PRETRAINED`) or a local Hugging
+            Face folder; text token, sequence and regression tasks
+            (:mod:`selfattn.models.pretrained`). The checkpoint's shape replaces
+            ``embed_dim``, ``num_heads``, ``num_layers``, ``ffn_dim`` and the block design;
+            setting one of them to another value is refused.
+        exit_heads: early exit (lecture 003, dynamic computation;
+            :mod:`selfattn.models.early_exit`): a classifier after every block of a
+            ``transformer`` or ``conformer`` encoder on a token or sequence task, trained
+            jointly; ``selfattn eval RUN --exit-threshold T`` then stops each example at
+            the first block whose classifier is confident enough.
+        exit_loss_weights: with ``exit_heads``, the weights of the per-block losses, which
+            sum to 1: ``"uniform"`` (1/N each) or ``"linear"`` (block i of N: i / (1 + … +
+            N), deeper blocks count more, as Zhou et al. 2020's PABEE).
+        memory_size: ``memn2n``: the most recent facts a story keeps as memories (50, as
+            Sukhbaatar et al.); older ones are not read. ``ntm``: the memory's slots N.
+        memory_width: ``ntm``: the size M of each memory slot.
+        memory_tying: ``memn2n``: ``"adjacent"`` (each hop's output embedding is the next
+            hop's input embedding; the answer matrix is the last one) or ``"layerwise"``
+            (all hops share them, with a linear map between hops).
+        linear_start_steps: ``memn2n``: train the first this many optimizer steps without
+            the hops' softmax (linear start, §4.2), then with it; 0: never linear.
+        memory_noise: ``memn2n``: in training, put an empty memory before each fact with
+            this probability (random noise, §4.2: 0.1 in the paper), so the learned
+            per-age vectors do not overfit; 0: none.
+        halting: ``"act"``: adaptive depth, the Universal Transformer with Adaptive
+            Computation Time (Graves 2016; Dehghani et al. 2019 §2.2;
+            :mod:`selfattn.models.act`): with ``share_weights``, each position runs the
+            shared block until its sigmoid halting probabilities sum to 0.99, at most
+            ``num_layers`` steps, and its output is the halting-weighted mean of its states;
+            a sinusoidal step signal is added with the positions at every step.
+            ``transformer`` and ``conformer`` sequence, token and regression tasks.
+            ``"none"``: a fixed depth.
+        ponder_weight: with ``halting = "act"``, τ: the loss adds τ times the mean ponder
+            cost N + R over real positions (N steps used, R the remainder); larger values
+            halt sooner.
+        ffn_dropout: dropout on the feed-forward hidden layer of ``transformer``,
+            ``conformer``, ``graph`` and seq2seq blocks; ``None`` (``"none"`` in TOML):
+            ``dropout``. The default ``0`` with ``head_dropout = 0`` is BERT's placement
+            (Devlin et al. 2019: dropout on embeddings, attention weights and sub-layer
+            outputs only), which trains faster (fewer random masks per step); the shipped
+            configs measured before it became the default pin ``"none"``.
+        head_dropout: dropout on the encoder's output before the task head (after pooling,
+            for a sequence task); ``None`` (``"none"`` in TOML): ``dropout``; default 0.
+        dropout_masks: how every dropout layer and dense attention's weight dropout draw
+            their masks (:mod:`selfattn.attention.dropout`): ``"bernoulli"``, PyTorch's
+            ``F.dropout``, or ``"uniform"``, a threshold on ``torch.rand`` noise: the same
+            distribution, about half the masks' CPU time, another random stream (a run
+            does not repeat one trained with the other). The default ``"auto"`` is
+            ``"uniform"`` on the CPU and ``"bernoulli"`` elsewhere (fused kernels, such as
+            a GPU's flash attention, draw PyTorch's masks themselves).
+        linear_layers: the matrix product every linear layer trains with:
+            ``"torch"`` (``F.linear``) or ``"onednn"`` (oneDNN's linear for the forward
+            and input gradient of training steps on the CPU in float32,
+            :class:`~selfattn.attention.packed_linear.OneDNNLinear`: faster on this
+            project's AMD CPU, rounded differently, so a run does not repeat one trained
+            with the other; evaluation and other devices run ``F.linear``). The default
+            ``"auto"`` is ``"onednn"`` without its warning on other devices or under amp.
+
+    Each architecture reads the fields of :data:`ARCHITECTURE_FIELDS` (and those every
+    one reads); the builders refuse another field set to anything but its default, in one
+    line (:meth:`check_architecture`).
+    """
+
+    architecture: Architecture = "transformer"
+    embed_dim: int = 128
+    num_heads: int = 4
+    num_layers: int = 2
+    ffn_dim: int = 256
+    dropout: float = 0.1
+    positional: str | None = "sinusoidal"
+    pooling: Pooling = "mean"
+    window_k: int = 5
+    char_features: bool = False
+    char_dim: int = 48
+    word_dropout: float = 0.0
+    norm_first: bool = True
+    attention: str = "dense"
+    attention_size: int | None = None
+    attention_dropout: float | None = None
+    patch_size: int | None = None
+    grid_positional: str | None = None
+    score: str = "scaled_dot"
+    normalizer: str = "softmax"
+    include_self: bool = True
+    share_weights: bool = False
+    rnn_cell: RNNCellName = "gru"
+    input_feeding: bool = True
+    pretrained: str | None = None
+    exit_heads: bool = False
+    exit_loss_weights: ExitLossWeights = "uniform"
+    memory_size: int = 50
+    memory_width: int = 20
+    memory_tying: MemoryTying = "adjacent"
+    linear_start_steps: int = 0
+    memory_noise: float = 0.0
+    halting: Halting = "none"
+    ponder_weight: float = 0.01
+    ffn_dropout: float | None = 0.0
+    head_dropout: float | None = 0.0
+    dropout_masks: DropoutMasks = "auto"
+    linear_layers: LinearLayers = "auto"
+
+    def __post_init__(self) -> None:
+        for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"model.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("memory_size", "memory_width"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"model.{name} must be >= 1, got {getattr(self, name)}")
+        if self.memory_tying not in ("adjacent", "layerwise"):
+            raise ValueError(
+                f"model.memory_tying: unknown tying {self.memory_tying!r}; choose adjacent "
+                "or layerwise"
+            )
+        if self.linear_start_steps < 0:
+            raise ValueError(
+                f"model.linear_start_steps must be >= 0, got {self.linear_start_steps}"
+            )
+        if not 0.0 <= self.memory_noise < 1.0:
+            raise ValueError(f"model.memory_noise must be in [0, 1), got {self.memory_noise}")
+        if self.rnn_cell not in ("gru", "lstm"):
+            raise ValueError(f"model.rnn_cell: unknown cell {self.rnn_cell!r}; choose gru or lstm")
+        if self.architecture == "rnn" and self.ffn_dim % 2:
+            raise ValueError(
+                f"model.ffn_dim ({self.ffn_dim}) must be even for the rnn: each encoder "
+                "direction has half of it"
+            )
+        if self.window_k < 0:
+            raise ValueError(f"model.window_k must be >= 0, got {self.window_k}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.attention_dropout is not None and not 0.0 <= self.attention_dropout < 1.0:
+            raise ValueError(
+                f"model.attention_dropout must be in [0, 1) or none, got {self.attention_dropout}"
+            )
+        for name in ("ffn_dropout", "head_dropout"):
+            rate = getattr(self, name)
+            if rate is not None and not 0.0 <= rate < 1.0:
+                raise ValueError(f"model.{name} must be in [0, 1) or none, got {rate}")
+        if self.dropout_masks not in DROPOUT_MASKS:
+            raise ValueError(
+                f"model.dropout_masks: unknown kind {self.dropout_masks!r}; choose "
+                f"{' or '.join(DROPOUT_MASKS)}"
+            )
+        if self.linear_layers not in LINEAR_LAYERS:
+            raise ValueError(
+                f"model.linear_layers: unknown kind {self.linear_layers!r}; choose "
+                f"{' or '.join(LINEAR_LAYERS)}"
+            )
+        if not 0.0 <= self.word_dropout < 1.0:
+            raise ValueError(f"model.word_dropout must be in [0, 1), got {self.word_dropout}")
+        if self.attention not in KERNELS:
+            raise ValueError(
+                f"model.attention: unknown variant {self.attention!r}; choose one of "
+                f"{', '.join(sorted(KERNELS))}"
+            )
+        if self.attention_size is not None:
+            if KERNELS[self.attention].size_option is None:
+                raise ValueError(
+                    f"model.attention_size: attention {self.attention!r} has no size; leave it out"
+                )
+            if self.attention_size < (0 if self.attention == "window" else 1):
+                raise ValueError(
+                    f"model.attention_size must be positive, got {self.attention_size}"
+                )
+        if self.positional is not None and self.positional not in POSITIONAL:
+            raise ValueError(
+                f"model.positional: unknown encoding {self.positional!r}; choose one of "
+                f"{', '.join(POSITIONAL)} or none"
+            )
+        if (
+            self.architecture in ("transformer", "conformer", "graph")
+            and self.embed_dim % self.num_heads
+        ):
+            raise ValueError(
+                f"model.embed_dim ({self.embed_dim}) must be divisible by "
+                f"model.num_heads ({self.num_heads})"
+            )
+        self._check_image_options()
+        self._check_halting()
+        self._check_scoring()
+        if self.pretrained is not None and not str(self.pretrained).strip():
+            raise ValueError("model.pretrained must name a checkpoint or a folder, or be none")
+        if not self.char_features and self.char_dim != DEFAULTS["char_dim"]:
+            raise ValueError(f"model.char_dim = {self.char_dim} needs model.char_features = true")
+        if self.exit_loss_weights not in ("uniform", "linear"):
+            raise ValueError(
+                f"model.exit_loss_weights: unknown weighting {self.exit_loss_weights!r}; "
+                "choose uniform or linear"
+            )
+        if not self.exit_heads and self.exit_loss_weights != DEFAULTS["exit_loss_weights"]:
+            raise ValueError(
+                f'model.exit_loss_weights = "{self.exit_loss_weights}" needs '
+                "model.exit_heads = true"
+            )
+
+    def _check_halting(self) -> None:
+        if self.halting not in ("none", "act"):
+            raise ValueError(f"model.halting: unknown halting {self.halting!r}; choose none or act")
+        if self.halting == "act" and not self.share_weights:
+            raise ValueError(
+                'model.halting = "act" needs model.share_weights = true: adaptive depth runs '
+                "one shared block up to num_layers times"
+            )
+        if self.ponder_weight < 0:
+            raise ValueError(f"model.ponder_weight must be >= 0, got {self.ponder_weight}")
+        if self.halting == "none" and self.ponder_weight != DEFAULTS["ponder_weight"]:
+            raise ValueError(
+                f"model.ponder_weight = {self.ponder_weight} weighs the ponder cost of "
+                'model.halting = "act"; without it leave it at its default'
+            )
+
+    def _check_scoring(self) -> None:
+        rnn = self.architecture == "rnn"
+        choices = [*SCORES, *(RNN_ONLY_SCORES if rnn else ())]
+        if self.score not in choices:
+            hint = "" if rnn else ' (general: model.architecture = "rnn" only)'
+            raise ValueError(
+                f"model.score: unknown score {self.score!r}; choose one of "
+                f"{', '.join(choices)}{hint}"
+            )
+        if self.normalizer not in NORMALIZERS:
+            raise ValueError(
+                f"model.normalizer: unknown normaliser {self.normalizer!r}; choose one of "
+                f"{', '.join(NORMALIZERS)}"
+            )
+        kernel = KERNELS[self.attention]
+        for name in ("score", "normalizer", "include_self"):
+            value, default = getattr(self, name), DEFAULTS[name]
+            if value != default and not kernel.supports("scores"):
+                raise ValueError(
+                    f'model.{name} = {toml_value(value)} needs model.attention = "dense": '
+                    f"kernel {self.attention!r} computes its own scaled dot-product softmax"
+                )
+        if self.attention_dropout and not kernel_takes_dropout(self.attention):
+            raise ValueError(
+                f"model.attention_dropout = {self.attention_dropout}: model.attention "
+                f"{self.attention!r} forms no attention weights to drop; leave it at none"
+            )
+
+    def check_architecture(self) -> None:
+        """Refuse, in one line, every field the architecture would ignore, unless it is left
+        at its default (``positional = "none"`` is what an architecture without positions
+        has). The model builders call it: a config stays loadable whatever it says.
+
+        Raises:
+            ValueError: naming the field, its value and the architecture.
+        """
+        reads = fields_read(self.architecture)
+        for name, default in DEFAULTS.items():
+            value = getattr(self, name)
+            if name in reads or unset(name, value) or (name == "positional" and value is None):
+                continue
+            raise ValueError(
+                f"model.{name} = {toml_value(value)}: architecture {self.architecture!r} does not "
+                f"use it; leave it at its default ({toml_value(default)})"
+            )
+        if self.pooling == "cls" and self.architecture not in CLS_ARCHITECTURES:
+            raise ValueError(
+                f'model.pooling = "cls" needs an attention encoder '
+                f"({' or '.join(CLS_ARCHITECTURES)}), not architecture {self.architecture!r}; "
+                'use pooling = "attention"'
+            )
+
+    def _check_image_options(self) -> None:
+        if self.patch_size is not None and self.patch_size < 1:
+            raise ValueError(f"model.patch_size must be >= 1 or none, got {self.patch_size}")
+        if self.grid_positional is None:
+            return
+        if self.grid_positional not in GRID_POSITIONAL:
+            raise ValueError(
+                f"model.grid_positional: unknown encoding {self.grid_positional!r}; choose "
+                f"one of {', '.join(GRID_POSITIONAL)} or none"
+            )
+        if self.positional is not None:
+            raise ValueError(
+                f"model.grid_positional ({self.grid_positional!r}) replaces the 1-D "
+                f'model.positional ({self.positional!r}): set model.positional = "none"'
+            )
+
+    def for_architecture(self, architecture: Architecture) -> ModelConfig:
+        """This config with another architecture, and the fields that one does not read
+        back at their defaults (positions: none), so the same section can train every
+        architecture (``selfattn demo`` compares the baselines this way)."""
+        reads = fields_read(architecture)
+        unread = {name: default for name, default in DEFAULTS.items() if name not in reads}
+        if "positional" in unread:
+            unread["positional"] = None
+        return replace(self, **{**unread, "architecture": architecture})
+
+    @property
+    def head_rate(self) -> float:
+        """The dropout before the task head: ``head_dropout``, else ``dropout``."""
+        return self.dropout if self.head_dropout is None else self.head_dropout
+
+    def attention_options(self) -> dict[str, int]:
+        """The keyword options of the attention kernel this config names."""
+        option = KERNELS[self.attention].size_option
+        if option is None or self.attention_size is None:
+            return {}
+        return {option: self.attention_size}
+
+
+def toml_value(value: object) -> str:
+    """``value`` as a TOML config spells it (``none``, ``true``, ``"text"``)."""
+    if value is None:
+        return '"none"'
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+#: Every field's default, for the "left at its default" checks.
+DEFAULTS: dict[str, Any] = {field.name: field.default for field in fields(ModelConfig)}
+#: Defaults before 2026-11-26. Every run folder stores every field, so a run saved before
+#: then holds these; where a model does not read the field they mean "unset" as the
+#: current default does, and the run stays loadable.
+FORMER_DEFAULTS: dict[str, Any] = {
+    "ffn_dropout": None,
+    "head_dropout": None,
+    "dropout_masks": "bernoulli",
+    "linear_layers": "torch",
+}
+
+
+def unset(name: str, value: Any) -> bool:
+    """Whether ``value`` of field ``name`` is its default, or its default before
+    2026-11-26 (:data:`FORMER_DEFAULTS`): what a model that does not read it accepts."""
+    return value == DEFAULTS[name] or (name in FORMER_DEFAULTS and value == FORMER_DEFAULTS[name])

@@ -1,0 +1,417 @@
+"""A whole task model: input embedding → sequence encoder → head, and its builder.
+
+Every field of :class:`ModelConfig` is honoured by the model it builds or refused in one
+line by :func:`check_fields`: what the architecture
+(:data:`~selfattn.models.options.ARCHITECTURE_FIELDS`), the task or the input kind cannot use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from selfattn.data.types import Batch, TaskType
+from selfattn.kernels.linformer import LinformerKernel
+from selfattn.models.embedding import InputEmbedding
+from selfattn.models.encoders import (
+    AttentionSequenceEncoder,
+    GraphSequenceEncoder,
+    SequenceEncoder,
+    build_encoder,
+)
+from selfattn.models.heads import (
+    ClsToken,
+    SequenceClassifier,
+    SequenceRegressor,
+    TokenClassifier,
+)
+from selfattn.models.layer_choices import use_layer_choices
+from selfattn.models.memory import MemoryTaskModel
+from selfattn.models.options import BITS_ARCHITECTURES, DEFAULTS, ModelConfig, toml_value, unset
+from selfattn.models.pretrained import PretrainedTaskModel, build_pretrained_model
+from selfattn.models.vision import ImageEmbedding, build_image_parts, uses_image
+from selfattn.positional.learned import LearnedPositional
+
+#: What a [CLS] vector is called in attention-map labels.
+CLS_LABEL = "[CLS]"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a model's input and output look like: everything besides its :class:`ModelConfig`
+    needed to rebuild it (it is stored in checkpoints).
+
+    Attributes:
+        task: ``"token"`` (a label per vector), ``"sequence"`` (a label per set) or
+            ``"regression"`` (a number per set).
+        num_labels: number of classes (1 for regression).
+        vocab_size: word ids (text input), else ``None``.
+        char_vocab_size: character ids (text input with character features), else ``None``.
+        feature_dim: size of each input vector (vector input), else ``None``.
+        max_len: the longest sequence the positional encoding must cover.
+        edge_dim: features per graph edge (graph input with edge features), else ``None``.
+        image_shape: ``(H, W, C)`` of every image (image recipes, whose vectors are the
+            pixels), else ``None``.
+        target_mean: regression: the training targets' mean (0 otherwise).
+        target_std: regression: their standard deviation (1 otherwise).
+        pretrained: the config of the BERT checkpoint the model was fine-tuned from
+            (:class:`~selfattn.pretrained.bert.BertConfig`'s fields), else ``None``.
+    """
+
+    task: TaskType
+    num_labels: int
+    vocab_size: int | None = None
+    char_vocab_size: int | None = None
+    feature_dim: int | None = None
+    max_len: int = 512
+    edge_dim: int | None = None
+    image_shape: tuple[int, int, int] | None = None
+    target_mean: float = 0.0
+    target_std: float = 1.0
+    pretrained: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TaskSpec:
+        """The inverse of :meth:`to_dict`."""
+        if values.get("image_shape") is not None:  # JSON stores the tuple as a list
+            values = {**values, "image_shape": tuple(values["image_shape"])}
+        return cls(**values)
+
+
+class TaskModel(nn.Module):
+    """Embedding, encoder and head composed: ``forward(batch) → logits``.
+
+    Args:
+        embedding: batch → ``(B, L, E)``.
+        encoder: ``(B, L, E)`` → ``(B, L, E')``.
+        head: ``(B, L, E')`` → ``(B, L, C)`` or ``(B, C)``.
+        spec: how it was built (kept for checkpoints), if known.
+        cls_token: a learned [CLS] vector put before every sequence (``pooling = "cls"``),
+            whose output the head reads; ``None`` for none.
+    """
+
+    def __init__(
+        self,
+        embedding: InputEmbedding | ImageEmbedding,
+        encoder: SequenceEncoder,
+        head: TokenClassifier | SequenceClassifier | SequenceRegressor,
+        *,
+        spec: TaskSpec | None = None,
+        cls_token: ClsToken | None = None,
+    ) -> None:
+        super().__init__()
+        self.embedding = embedding
+        self.encoder = encoder
+        self.head = head
+        self.cls_token = cls_token
+        self.spec = spec
+
+    def encoder_inputs(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """What the encoder reads: vectors ``(B, L', E)`` and padding ``(B, L')``, True at
+        padding; L' is L (image patches: their number), plus one when a [CLS] vector
+        comes first."""
+        mask = self.embedding.padding_mask(batch)  # image patches: not the batch's length
+        x = self.embedding(batch)
+        if self.cls_token is not None:
+            x, mask = self.cls_token(x, mask)
+        return x, mask
+
+    def forward(self, batch: Batch) -> Tensor:
+        """Returns logits, ``(B, L, num_labels)`` for a token task, ``(B, num_labels)`` for
+        a sequence task (``(B,)`` values for regression)."""
+        x, mask = self.encoder_inputs(batch)
+        if isinstance(self.encoder, GraphSequenceEncoder):  # the one encoder that reads edges
+            h = self.encoder(x, mask, batch.edge_index, batch.edge_attr)
+        else:
+            h = self.encoder(x, mask)
+        return self.head(h, mask)
+
+    @torch.no_grad()
+    def attention_maps(self, batch: Batch) -> list[Tensor]:
+        """Every attention block's weights, ``num_layers`` × ``(B, H, L', L')``, row i the
+        query position, column j the key (no gradients: they are for showing): transformer
+        and Conformer (any attention kernel that forms weights), graph (node × node, zero
+        off the graph's edges). With a [CLS] vector, position 0 is [CLS]
+        (:meth:`attention_labels`); image models show patches.
+
+        Raises:
+            ValueError: the architecture has no attention (fc, fc_window, bigru, cnn,
+                cnn2d), or its attention kernel forms no weights (the kernel's refusal).
+        """
+        x, mask = self.encoder_inputs(batch)
+        if isinstance(self.encoder, GraphSequenceEncoder):
+            return self.encoder.attention_maps(x, mask, batch.edge_index, batch.edge_attr)
+        if isinstance(self.encoder, AttentionSequenceEncoder):
+            return self.encoder.attention_maps(x, mask)
+        raise ValueError(f"architecture {self.encoder.name!r} has no attention to show")
+
+    def layer_groups(self) -> list[list[nn.Parameter]]:
+        """Parameters from the input up, for layer-wise learning-rate decay: everything
+        below the first block (embeddings, [CLS]), each block, the head.
+
+        Raises:
+            ValueError: the encoder is not a stack of blocks (one line).
+        """
+        layers = getattr(getattr(self.encoder, "encoder", None), "layers", None)
+        if not isinstance(layers, nn.ModuleList):
+            raise ValueError(
+                f"train.layer_lr_decay: architecture {self.encoder.name!r} is not a stack of "
+                "attention blocks to decay over; leave it at 1"
+            )
+        inside = {id(p) for p in layers.parameters()} | {id(p) for p in self.head.parameters()}
+        below = [p for p in self.parameters() if id(p) not in inside]
+        return [
+            below,
+            *(list(block.parameters()) for block in layers),
+            list(self.head.parameters()),
+        ]
+
+    def attention_labels(self, labels: Sequence[str]) -> list[str]:
+        """The labels of the rows and columns of :meth:`attention_maps` for an input whose
+        positions are called ``labels``: an image cut into patches has one vector per
+        patch, named by its place in the grid (``r0c1``); ``[CLS]`` first when the model
+        has one."""
+        if isinstance(self.embedding, ImageEmbedding) and self.embedding.num_vectors != len(labels):
+            rows, cols = self.embedding.grid
+            labels = [f"r{row}c{col}" for row in range(rows) for col in range(cols)]
+        return [CLS_LABEL, *labels] if self.cls_token is not None else list(labels)
+
+
+def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
+    """Refuse, in one line, a field that the architecture
+    (:meth:`~selfattn.models.options.ModelConfig.check_architecture`), the task or the input
+    kind would ignore (image-only fields without an image grid:
+    :func:`~selfattn.models.vision.build_image_parts`).
+
+    Args:
+        config: the model section.
+        task: ``"token"``, ``"sequence"``, ``"regression"`` or ``"seq2seq"``.
+        text: the input is words (token ids), so character features and word dropout
+            apply.
+    """
+    config.check_architecture()
+    unused: dict[str, str] = {}
+    if task in ("token", "seq2seq"):
+        unused["pooling"] = f"a {task} task pools nothing"
+    if not text:
+        unused |= dict.fromkeys(("char_features", "word_dropout"), "this data is not words")
+    if task not in ("token", "sequence"):
+        unused["exit_heads"] = f"early exit is for token and sequence tasks, not a {task} task"
+    elif config.pretrained is not None:
+        unused["exit_heads"] = "a pretrained checkpoint's encoder has no exit heads here"
+    elif config.halting == "act":
+        unused["exit_heads"] = (
+            'model.halting = "act" chooses each position\'s depth itself; early exit needs '
+            "the fixed stack's every block"
+        )
+    if task == "seq2seq":
+        unused["pretrained"] = "a seq2seq model is trained from scratch here"
+        unused["head_dropout"] = "a seq2seq model has no dropout before its output layer"
+        unused |= dict.fromkeys(
+            ("char_features", "word_dropout", "patch_size", "grid_positional"),
+            "a seq2seq model reads its source through one embedding",
+        )
+        unused |= dict.fromkeys(
+            ("halting", "ponder_weight"), "a seq2seq model's stacks run a fixed depth"
+        )
+    for name, reason in unused.items():
+        value, default = getattr(config, name), DEFAULTS[name]
+        if not unset(name, value):
+            raise ValueError(
+                f"model.{name} = {toml_value(value)}: {reason}; leave it at its default "
+                f"({toml_value(default)})"
+            )
+
+
+def build_model(
+    config: ModelConfig,
+    *,
+    task: TaskType,
+    vocab_size: int | None,
+    char_vocab_size: int | None,
+    feature_dim: int | None,
+    num_labels: int,
+    max_len: int = 512,
+    edge_dim: int | None = None,
+    image_shape: tuple[int, int, int] | None = None,
+    target_mean: float = 0.0,
+    target_std: float = 1.0,
+    pretrained: dict[str, Any] | None = None,
+) -> TaskModel | PretrainedTaskModel | MemoryTaskModel:
+    """The model ``config`` describes, for a task with these inputs and labels.
+
+    Args:
+        config: the model section of the run's configuration.
+        task: ``"token"`` (:class:`TokenClassifier`) or ``"sequence"``
+            (:class:`SequenceClassifier` with ``config.pooling``).
+        vocab_size: word ids for text input; ``None`` for vector input.
+        char_vocab_size: character ids; used when ``config.char_features`` is on.
+        feature_dim: F for vector input; ``None`` for text input.
+        num_labels: number of classes.
+        max_len: longest sequence expected (positional tables).
+        edge_dim: features per graph edge, for the ``graph`` encoder.
+        image_shape: ``(H, W, C)`` of image data, for the image models
+            (:mod:`selfattn.models.vision`: patches, 2-D positions, ``cnn2d``).
+        target_mean: regression (:class:`SequenceRegressor`): the training targets' mean.
+        target_std: regression: their standard deviation.
+        pretrained: a BERT checkpoint's config (``TaskSpec.pretrained``): a
+            :class:`~selfattn.models.pretrained.PretrainedTaskModel` with random weights.
+
+    Raises:
+        ValueError: inconsistent inputs (both or neither of vocab_size and feature_dim,
+            character features without a character vocabulary, an unknown task).
+    """
+    if config.architecture in BITS_ARCHITECTURES:
+        raise ValueError(
+            f"model.architecture = {config.architecture!r} is for the bits task (the copy "
+            f"and repeat-copy recipes), not a {task} task"
+        )
+    if config.architecture == "rnn":
+        raise ValueError(
+            'model.architecture = "rnn" is the seq2seq RNN encoder–decoder with attention, '
+            f'not a {task} task\'s encoder; use "bigru" for a recurrent one'
+        )
+    check_fields(config, task=task, text=vocab_size is not None)
+    if config.pretrained is not None and pretrained is None:
+        raise ValueError(
+            f"model.pretrained = {config.pretrained!r}: a pretrained checkpoint reads text; "
+            "this data is not words"
+            if vocab_size is None
+            else f"model.pretrained = {config.pretrained!r}, but the task was prepared "
+            "without the checkpoint"
+        )
+    if pretrained is not None:
+        return build_pretrained_model(
+            config,
+            task=task,
+            pretrained=pretrained,
+            num_labels=num_labels,
+            target_mean=target_mean,
+            target_std=target_std,
+            spec=TaskSpec(
+                task=task,
+                num_labels=num_labels,
+                vocab_size=vocab_size,
+                max_len=max_len,
+                target_mean=target_mean,
+                target_std=target_std,
+                pretrained=pretrained,
+            ),
+        )
+    if config.architecture == "memn2n":
+        return _memory_model(config, task, vocab_size, num_labels, max_len)
+    if config.char_features and vocab_size is not None and char_vocab_size is None:
+        raise ValueError("model.char_features is on, but there is no character vocabulary")
+    use_chars = config.char_features and vocab_size is not None
+    spec = TaskSpec(
+        task=task,
+        num_labels=num_labels,
+        vocab_size=vocab_size,
+        char_vocab_size=char_vocab_size if use_chars else None,
+        feature_dim=feature_dim,
+        max_len=max_len,
+        edge_dim=edge_dim,
+        image_shape=image_shape,
+        target_mean=target_mean,
+        target_std=target_std,
+    )
+    embedding: InputEmbedding | ImageEmbedding
+    encoder: SequenceEncoder | None = None
+    if uses_image(config):
+        embedding, encoder = build_image_parts(config, image_shape, task=task)
+    else:
+        embedding = InputEmbedding(
+            config.embed_dim,
+            vocab_size=vocab_size,
+            feature_dim=feature_dim,
+            char_vocab_size=spec.char_vocab_size,
+            char_dim=config.char_dim,
+            word_dropout=config.word_dropout,
+        )
+    cls_token = ClsToken(config.embed_dim) if config.pooling == "cls" else None
+    if encoder is None:
+        # The [CLS] vector takes one position of the positional tables.
+        encoder_len = max_len + (cls_token is not None)
+        encoder = build_encoder(config, max_len=encoder_len, edge_dim=edge_dim)
+    head: TokenClassifier | SequenceClassifier | SequenceRegressor
+    if task == "token":
+        head = TokenClassifier(encoder.output_dim, num_labels, dropout=config.head_rate)
+    elif task in ("sequence", "multilabel"):  # multilabel: one sigmoid logit per label
+        head = SequenceClassifier(
+            encoder.output_dim, num_labels, pooling=config.pooling, dropout=config.head_rate
+        )
+    elif task == "regression":
+        head = SequenceRegressor(
+            encoder.output_dim,
+            pooling=config.pooling,
+            dropout=config.head_rate,
+            target_mean=target_mean,
+            target_std=target_std,
+        )
+    else:
+        raise ValueError(
+            f"unknown task {task!r}; choose 'token', 'sequence', 'multilabel' or 'regression'"
+        )
+    if config.exit_heads:
+        # Imported here: the early-exit model is a TaskModel, defined in terms of this module.
+        from selfattn.models.early_exit import build_exit_model
+
+        assert isinstance(encoder, AttentionSequenceEncoder)  # check_fields: an attention stack
+        assert not isinstance(head, SequenceRegressor)  # check_fields: classes to be sure of
+        model: TaskModel = build_exit_model(
+            config, embedding, encoder, head, spec=spec, cls_token=cls_token
+        )
+    else:
+        model = TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
+    use_layer_choices(model, config)
+    return model
+
+
+def _memory_model(
+    config: ModelConfig, task: TaskType, vocab_size: int | None, num_labels: int, max_len: int
+) -> MemoryTaskModel:
+    """The memory network of ``config`` (:mod:`selfattn.models.memory`)."""
+    if task != "sequence":
+        raise ValueError(
+            f'model.architecture = "memn2n" answers one label per story (a sequence task), '
+            f"not a {task} task"
+        )
+    if vocab_size is None:
+        raise ValueError(
+            'model.architecture = "memn2n" reads stories of words; this data is not words'
+        )
+    spec = TaskSpec(task=task, num_labels=num_labels, vocab_size=vocab_size, max_len=max_len)
+    return MemoryTaskModel(config, vocab_size=vocab_size, num_labels=num_labels, spec=spec)
+
+
+def input_length_limit(model: nn.Module) -> tuple[int, str] | None:
+    """The longest input ``model`` can read and why, or ``None`` when any length works.
+
+    Sinusoidal, relative, rotary, ALiBi, FLOATER and RNN positions (and none) extend to
+    any length; a learned positional table (without ``extrapolation="clamp"``) ends at
+    its last row, and Linformer's projections have one column per position.
+    """
+    # A [CLS] vector takes one of the positions the tables cover.
+    prefix = int(isinstance(model, TaskModel) and model.cls_token is not None)
+    limits: list[tuple[int, str]] = []
+    for module in model.modules():
+        if isinstance(module, LearnedPositional) and module.extrapolation == "error":
+            limits.append((module.max_len - prefix, "its learned positional table ends there"))
+        elif isinstance(module, LinformerKernel):
+            limits.append((module.max_len - prefix, "its linformer projections end there"))
+    return min(limits) if limits else None
+
+
+def build_model_from_spec(
+    config: ModelConfig, spec: TaskSpec
+) -> TaskModel | PretrainedTaskModel | MemoryTaskModel:
+    """:func:`build_model` with the inputs and labels of a stored :class:`TaskSpec`."""
+    return build_model(config, **asdict(spec))

@@ -1,0 +1,303 @@
+"""The unit of the design: one registered :class:`Task` per task type.
+
+A task type (a label per vector, a label per set, a number per set, an output sequence)
+decides everything between a config and a prediction: how its data is read and its
+vocabularies are built, what model it builds, its loss and its development metrics, how
+a user's input becomes an example, what a prediction looks like and which attention maps
+a model of it can show. The training loop, :func:`~selfattn.tasks.run.prepare`,
+:class:`~selfattn.tasks.predictor.Predictor` and the CLI ask the task and never branch
+on its type; a new task type is one module and one :func:`register_task`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from selfattn.config import Config
+from selfattn.data import DatasetSplits, Example, load_dataset
+from selfattn.data.batching.lengths import unit
+from selfattn.data.batching.splits import DEV_SEED
+from selfattn.data.types import InputKind, TaskType
+from selfattn.models.task_model import TaskSpec
+
+EVAL_BATCH_SIZE = 64
+
+
+@dataclass
+class AttentionFigure:
+    """One set of attention maps to draw: per layer ``(H, T, S)`` weights of one example.
+
+    Attributes:
+        title: what the maps are (``"self-attention"``, ``"cross-attention"`` …).
+        maps: per layer, ``(H, T, S)``.
+        queries: the T row labels.
+        keys: the S column labels.
+        layer: what one of its layers is called (``"decoder layer"`` …).
+    """
+
+    title: str
+    maps: list[Tensor]
+    queries: list[str]
+    keys: list[str]
+    layer: str = "layer"
+
+
+@dataclass
+class Prepared:
+    """A task with its data loaded and vocabularies fitted: what the loop trains on.
+
+    ``notes`` are lines for the user about what loading did (a held-out dev set, cut
+    examples).
+    """
+
+    task: Task
+    splits: DatasetSplits
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def spec(self) -> TaskSpec:
+        """The model's inputs and outputs, fitted on the training split."""
+        assert self.task.spec is not None
+        return self.task.spec
+
+    def vocabs(self) -> dict[str, Any]:
+        """What the checkpoint stores beside the weights (:meth:`Task.state`)."""
+        return self.task.state()
+
+    def batches_of(self, examples: list[Example]) -> list[Any]:
+        """``examples`` in file order, collated for evaluation."""
+        return self.task.batches_of(examples)
+
+
+class Task(abc.ABC):
+    """Everything one task type does, from a config to a prediction.
+
+    A task is made from a run's config and, once known, the :class:`TaskSpec` of its
+    model. :meth:`prepare` fits it to a dataset's training split (setting ``spec``);
+    :meth:`restore` fits it from a checkpoint's stored :meth:`state` instead.
+
+    Attributes:
+        name: the registry key, the ``task`` of :class:`TaskSpec`.
+        options: the keyword options of :meth:`predict`, :meth:`score` and
+            :meth:`attention` besides ``truncate`` (seq2seq: the decoding options); any
+            other option is refused in one line.
+        objectives: the ``train.objective`` values it trains with; others are refused.
+    """
+
+    name: ClassVar[str] = ""
+    options: ClassVar[frozenset[str]] = frozenset()
+    #: The values of ``train.objective`` it trains with (sequence-level ones: seq2seq).
+    objectives: ClassVar[tuple[str, ...]] = ("mle",)
+
+    def __init__(self, config: Config, spec: TaskSpec | None = None) -> None:
+        objective = config.train.objective
+        if objective not in self.objectives:
+            raise ValueError(
+                f'train.objective = "{objective}" trains on decoded output sequences: it is '
+                f"for seq2seq tasks; this dataset is a {self.name} task (choose "
+                f"{', '.join(repr(o) for o in self.objectives)})"
+            )
+        self.config = config
+        self.spec = spec
+        #: ``"text"`` or ``"vectors"``: what the model's inputs are.
+        self.input: InputKind = "text"
+        #: How a user's non-text input becomes an example like the training ones
+        #: (:mod:`selfattn.data.readers.user_input`), stored in the checkpoint.
+        self.reader: dict[str, Any] = {}
+        #: The stored :meth:`state` of the run this one continues (``--resume``) or starts
+        #: from (``train.init_from``), learned on the same data settings: :meth:`prepare`
+        #: reuses what cannot be learned again identically (the BPE merges' ids).
+        self.inherited: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ data
+
+    def load_splits(self) -> DatasetSplits:
+        """The dataset of the config as this task reads it: a recipe's splits, or a
+        user's files with a dev set held out of the training file when there is no
+        ``data.dev``."""
+        data = self.config.data
+        return load_dataset(
+            data.dataset,
+            dev=data.dev,
+            test=data.test,
+            task=self.data_task(),
+            dev_fraction=data.dev_fraction,
+            seed=DEV_SEED,
+        )
+
+    def data_task(self) -> TaskType | None:
+        """The task the data loader is asked for (``None``: read off the recipe/files)."""
+        return None if self.config.data.task == "auto" else self.config.data.task
+
+    @abc.abstractmethod
+    def prepare(self, splits: DatasetSplits) -> list[str]:
+        """Fit the task to ``splits`` (subset, cut, vocabularies; sets ``spec``), in
+        place; returns notes for the user.
+
+        Raises:
+            DataError: malformed data, an overlong example, an unseen label.
+        """
+
+    @abc.abstractmethod
+    def state(self) -> dict[str, Any]:
+        """The vocabularies and reader settings as a JSON-ready dict (the checkpoint's
+        ``vocabs``); ``"task"`` names the task type."""
+
+    @abc.abstractmethod
+    def restore(self, stored: dict[str, Any]) -> None:
+        """Take the vocabularies and reader settings back from :meth:`state`."""
+
+    @abc.abstractmethod
+    def collate(self, examples: Sequence[Example]) -> Any:
+        """One batch of ``examples``."""
+
+    def batches_of(self, examples: list[Example]) -> list[Any]:
+        """``examples`` in file order, collated for evaluation."""
+        from selfattn.data import batches
+
+        groups = batches(examples, EVAL_BATCH_SIZE, shuffle=False)
+        return [self.collate(group) for group in groups]
+
+    # ------------------------------------------------------------------ training
+
+    @abc.abstractmethod
+    def build(self) -> nn.Module:
+        """A freshly initialised model for ``spec``."""
+
+    @abc.abstractmethod
+    def loss(self, model: Any, batch: Any, step: int) -> Tensor:
+        """The loss of ``batch`` at optimizer step ``step`` (model in training mode)."""
+
+    @abc.abstractmethod
+    def evaluate(
+        self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None
+    ) -> dict[str, float]:
+        """Development metrics over ``batches``: ``"loss"`` and the checkpoint-selection
+        score (``"accuracy"``, or a regression's ``"rmse"``)."""
+
+    # ------------------------------------------------------------------ inference
+
+    @abc.abstractmethod
+    def example(self, text: str, source: str = "<input>") -> Example:
+        """An unlabelled example of a text model from ``text``.
+
+        Raises:
+            ValueError: empty input.
+        """
+
+    @abc.abstractmethod
+    def unlabelled(self, example: Example) -> Example:
+        """``example`` (read from a user's file) with the stand-in label the collator
+        needs; predictions ignore it."""
+
+    @abc.abstractmethod
+    def fit(self, model: nn.Module, example: Example, *, truncate: bool = False) -> Example:
+        """``example`` as ``model`` can read it: unchanged, or cut to its limit with
+        ``truncate`` (a caller that wants to say so compares lengths).
+
+        Raises:
+            ValueError: longer than the model reads, and ``truncate`` is off.
+        """
+
+    @abc.abstractmethod
+    def predict(self, model: nn.Module, example: Example, **options: Any) -> str:
+        """The prediction for ``example`` as one line of text."""
+
+    @abc.abstractmethod
+    def score(
+        self, model: nn.Module, split: str, *, truncate: bool = False, **options: Any
+    ) -> dict[str, float]:
+        """Metrics of ``model`` on a split of the dataset it was trained on."""
+
+    @abc.abstractmethod
+    def attention(
+        self, model: nn.Module, example: Example, **options: Any
+    ) -> list[AttentionFigure]:
+        """Every attention map ``model`` has for ``example``.
+
+        Raises:
+            ValueError: the model has no attention weights to show (one line: why).
+        """
+
+    def describe(self, options: dict[str, Any]) -> dict[str, Any]:
+        """What a report of :meth:`score` with ``options`` should say besides the metrics
+        (seq2seq: the decoding method)."""
+        return {}
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Refuse options this task type does not take, in one line. Every task type
+        takes ``method="greedy"``: its likeliest output, what a classifier always gives."""
+        unknown = sorted(
+            name
+            for name, value in options.items()
+            if name not in self.options and not (name == "method" and value == "greedy")
+        )
+        if "threshold" in unknown:
+            raise ValueError(
+                f"--threshold: a label set's threshold is for multilabel models; a {self.name} "
+                "model does not choose a set of labels"
+            )
+        if unknown:
+            flags = {"method": options.get("method"), "beam_size": "beam"}
+            # One flag may set two options (--beam K: the method and the width).
+            named = ("--" + str(flags.get(name) or name).replace("_", "-") for name in unknown)
+            given = ", ".join(dict.fromkeys(named))
+            raise ValueError(
+                f"{given}: decoding options are for seq2seq models; a {self.name} model "
+                "gives its likeliest output (as --greedy)"
+            )
+
+
+def too_long(example: Example, limit: tuple[int, str]) -> ValueError:
+    """The one-line refusal of an input longer than a model reads."""
+    size, reason = limit
+    return ValueError(
+        f"{example.source}: input of {len(example)} {unit(example)} is longer than this "
+        f"model's max_len = {size} ({reason}); pass --truncate to keep the first {size}"
+    )
+
+
+def positions(example: Example) -> list[str]:
+    """Labels of an example's vectors for a map's axes: its tokens, else 0, 1, …"""
+    if example.tokens:
+        return list(example.tokens)
+    return [str(i) for i in range(len(example))]
+
+
+_T = TypeVar("_T", bound=type[Task])
+
+#: Task types by name (the ``task`` of a :class:`TaskSpec`, a checkpoint's ``vocabs``).
+TASKS: dict[str, type[Task]] = {}
+
+
+def register_task(cls: _T) -> _T:
+    """Class decorator: add a task type to :data:`TASKS` under its ``name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} needs a non-empty class attribute 'name'")
+    if cls.name in TASKS and TASKS[cls.name] is not cls:
+        raise ValueError(f"task type {cls.name!r} is already registered")
+    TASKS[cls.name] = cls
+    return cls
+
+
+def task_named(name: str, config: Config, spec: TaskSpec | None = None) -> Task:
+    """The task type ``name`` for ``config``.
+
+    Raises:
+        ValueError: no such task type.
+    """
+    if name not in TASKS:
+        raise ValueError(f"unknown task type {name!r}; choose one of {', '.join(sorted(TASKS))}")
+    return TASKS[name](config, spec)
+
+
+def build_for_spec(config: Config, spec: TaskSpec) -> nn.Module:
+    """The (untrained) model a checkpoint with ``config`` and ``spec`` holds: the
+    ``build`` of :func:`selfattn.train.checkpoint.load_model`."""
+    return task_named(spec.task, config, spec).build()
