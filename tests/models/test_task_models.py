@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from selfattn.data.types import Batch
 from selfattn.models.encoders import ENCODERS
 from selfattn.models.heads import POOLINGS
-from selfattn.models.options import ARCHITECTURE_FIELDS, CLS_ARCHITECTURES, ModelConfig
+from selfattn.models.options import CLS_ARCHITECTURES, ModelConfig, fields_read
 from selfattn.models.task_model import TaskModel, build_model
 from selfattn.positional import POSITIONAL
 
@@ -63,7 +63,7 @@ def _labels(lengths: list[int], length: int, task: str) -> torch.Tensor:
 
 def _config(architecture: str, **options: object) -> ModelConfig:
     """SMALL for ``architecture``, with 3-wide convolutions and windows where it has them."""
-    window = {"window_k": 1} if "window_k" in ARCHITECTURE_FIELDS[architecture] else {}
+    window = {"window_k": 1} if "window_k" in fields_read(architecture) else {}
     return replace(SMALL, architecture=architecture, **window, **options)  # type: ignore[arg-type]
 
 

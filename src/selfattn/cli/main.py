@@ -13,6 +13,7 @@ from selfattn import __version__, runtime
 from selfattn.cli import (
     average_cmd,
     bench_cmd,
+    config_cmd,
     data_cmd,
     demo,
     explore_cmd,
@@ -87,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
             "export a trained model as ONNX, torch.export or a Hugging Face BERT folder",
             export_cmd.add_arguments,
             export_cmd.run,
+        ),
+        (
+            "config",
+            "the [model] fields an architecture reads, with defaults (or every architecture)",
+            config_cmd.add_arguments,
+            config_cmd.run,
         ),
         (
             "average",

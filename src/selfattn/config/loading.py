@@ -28,6 +28,7 @@ from typing import Any, Literal, Union
 
 from selfattn.config.sections import Config, DataConfig, TrainConfig
 from selfattn.models.options import ModelConfig
+from selfattn.models.registry import architecture_named
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 
 SECTIONS: dict[str, type] = {
@@ -37,6 +38,7 @@ SECTIONS: dict[str, type] = {
     "seq2seq": Seq2SeqConfig,
 }
 _TOP_LEVEL = ("run_dir",)
+_MODEL_HINTS = typing.get_type_hints(ModelConfig)
 
 
 def load_config(path: Path, overrides: list[str] | None = None) -> Config:
@@ -108,7 +110,14 @@ def parse_value(raw: str) -> Any:
 
 
 def config_from_dict(values: Mapping[str, Any]) -> Config:
-    """Build and validate a :class:`Config` from nested plain values (TOML or JSON)."""
+    """Build and validate a :class:`Config` from nested plain values (TOML or JSON).
+
+    A run folder written before the architectures owned their options stores every
+    ``[model]`` field; the ones its architecture does not read hold a default (today's or
+    a former one, :data:`~selfattn.models.options.FORMER_DEFAULTS`), as the builders that
+    wrote them required, and read as such.
+    """
+
     unknown = sorted(set(values) - set(SECTIONS) - set(_TOP_LEVEL))
     if unknown:
         valid = ", ".join([*(f"[{name}]" for name in SECTIONS), *_TOP_LEVEL])
@@ -160,10 +169,33 @@ def _check_section(section: str) -> None:
         )
 
 
+def _build_model(table: Mapping[str, Any]) -> ModelConfig:
+    """The ``[model]`` table: a key no architecture reads is unknown, refused with the keys
+    this architecture reads; a key of another architecture is checked with the task
+    (:meth:`~selfattn.models.options.ModelConfig.check_architecture`, before any data is
+    read), so that one file can serve several architectures and the task's refusal comes
+    first."""
+    architecture = _coerce(table.get("architecture", "transformer"), str, "model.architecture")
+    unknown = sorted(set(table) - set(_MODEL_HINTS))
+    if unknown:
+        reads = architecture_named(architecture).options.field_names()
+        raise ValueError(
+            f"unknown key(s) {', '.join(f'model.{key}' for key in unknown)}; valid keys of "
+            f"[model]: {', '.join(_MODEL_HINTS)}; architecture {architecture!r} reads: "
+            f"{', '.join(reads)} (selfattn config {architecture})"
+        )
+    kwargs = {
+        key: _coerce(value, _MODEL_HINTS[key], f"model.{key}") for key, value in table.items()
+    }
+    return ModelConfig(**kwargs)
+
+
 def _build_section(section: str, table: Any) -> Any:
     cls = SECTIONS[section]
     if not isinstance(table, Mapping):
         raise ValueError(f"[{section}] must be a table, got {table!r}")
+    if section == "model":
+        return _build_model(table)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in fields(cls)]
     unknown = sorted(set(table) - set(names))

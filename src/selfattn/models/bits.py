@@ -119,12 +119,18 @@ def build_bits_model(config: ModelConfig, *, inputs: int, outputs: int) -> BitsM
     Raises:
         ValueError: another architecture (one line).
     """
-    config.check_architecture()
+    check_bits_model(config)
     if config.architecture == "ntm":
         return NTMBits(config, inputs=inputs, outputs=outputs)
-    if config.architecture == "lstm":
-        return LSTMBits(config, inputs=inputs, outputs=outputs)
-    raise ValueError(
-        f"model.architecture = {config.architecture!r}: the bits task (the copy recipes) "
-        'is learned by "ntm" (a neural Turing machine) or "lstm"'
-    )
+    return LSTMBits(config, inputs=inputs, outputs=outputs)
+
+
+def check_bits_model(config: ModelConfig) -> None:
+    """Refuse, in one line, an architecture that is not a model of the bits task, then a
+    field it does not read."""
+    if config.architecture not in ("ntm", "lstm"):
+        raise ValueError(
+            f"model.architecture = {config.architecture!r}: the bits task (the copy recipes) "
+            'is learned by "ntm" (a neural Turing machine) or "lstm"'
+        )
+    config.check_architecture()

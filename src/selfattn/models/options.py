@@ -1,7 +1,12 @@
-"""The model section of a run's configuration.
+"""The flat view of the ``[model]`` section that today's builders read.
 
-It lives here, beside the code that reads it (:func:`selfattn.models.build_model`), so that
-imports point downward; :mod:`selfattn.config` re-exports it with the other sections.
+Each architecture owns its options: a frozen dataclass of exactly the fields it reads, one
+file each in :mod:`selfattn.models.architectures`, registered in
+:data:`~selfattn.models.registry.ARCHITECTURES`. The loader reads a ``[model]`` table
+through them (:func:`~selfattn.models.registry.model_options`), so a key the architecture
+does not read is refused as unknown. :class:`ModelConfig` is the union of all of them with
+every unread field at its default: the one object the builders and task types still take,
+checked on construction by the architecture's own options class.
 """
 
 from __future__ import annotations
@@ -9,13 +14,22 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-from selfattn.attention.dropout import DROPOUT_MASKS, DropoutMasks
-from selfattn.attention.normalizers import NORMALIZERS
-from selfattn.attention.scores import SCORES
-from selfattn.blocks.config import kernel_takes_dropout
-from selfattn.kernels import KERNELS
-from selfattn.models.linear_layers import LINEAR_LAYERS, LinearLayers
-from selfattn.positional import GRID_POSITIONAL, POSITIONAL
+from selfattn.attention.dropout import DropoutMasks
+from selfattn.models.architectures import ARCHITECTURES
+from selfattn.models.architectures.memn2n import MemoryTying
+from selfattn.models.architectures.rnn import RNNCellName
+from selfattn.models.linear_layers import LinearLayers
+from selfattn.models.option_groups import (
+    RNN_ONLY_SCORES,
+    AttentionOptions,
+    ExitLossWeights,
+    Halting,
+    ModelOptions,
+    Pooling,
+    check_values,
+    toml_value,
+)
+from selfattn.models.registry import architecture_named, read_fields
 
 Architecture = Literal[
     "transformer",
@@ -31,101 +45,22 @@ Architecture = Literal[
     "lstm",
     "rnn",
 ]
-RNNCellName = Literal["gru", "lstm"]
-MemoryTying = Literal["adjacent", "layerwise"]
-Halting = Literal["none", "act"]
-#: How the per-layer losses of ``model.exit_heads`` are weighted
-#: (:mod:`selfattn.models.early_exit`).
-ExitLossWeights = Literal["uniform", "linear"]
-Pooling = Literal["mean", "first", "attention", "cls"]
-
-# Fields every architecture reads (what an input or task does not read is checked at build).
-_EVERY_ARCHITECTURE = frozenset(
-    {
-        "architecture",
-        "embed_dim",
-        "num_layers",
-        "ffn_dim",
-        "dropout",
-        "pooling",
-        "char_features",
-        "char_dim",
-        "word_dropout",
-        "patch_size",
-        "grid_positional",
-        "head_dropout",
-        "dropout_masks",
-        "linear_layers",
-    }
-)
-_ATTENTION = frozenset(
-    {
-        "num_heads",
-        "attention",
-        "attention_size",
-        "attention_dropout",
-        "score",
-        "normalizer",
-        "include_self",
-        "share_weights",
-        "halting",
-        "ponder_weight",
-    }
-)
-# Early exit: a classifier after every block of a stack (:mod:`selfattn.models.early_exit`).
-_EXITS = frozenset({"exit_heads", "exit_loss_weights"})
-#: The fields each architecture reads besides those every one reads. A field outside
-#: its set, at a value other than its default, is refused (no option silently ignored).
-ARCHITECTURE_FIELDS: dict[str, frozenset[str]] = {
-    "transformer": _ATTENTION | {"positional", "norm_first", "pretrained", "ffn_dropout"} | _EXITS,
-    # Every Conformer module is pre-normalised: norm_first = true is all it can be.
-    "conformer": _ATTENTION | {"positional", "window_k", "ffn_dropout"} | _EXITS,
-    "graph": frozenset({"num_heads", "norm_first", "include_self", "share_weights", "ffn_dropout"}),
-    "fc": frozenset(),
-    "fc_window": frozenset({"window_k"}),
-    "bigru": frozenset(),
-    "cnn": frozenset({"window_k"}),
-    "cnn2d": frozenset({"window_k"}),
-    # Not an encoder under a head: sentence memories read hop after hop
-    # (:mod:`selfattn.models.memory`); it reads none of the fields above but these.
-    "memn2n": frozenset(
-        {
-            "embed_dim",
-            "num_layers",
-            "memory_size",
-            "memory_tying",
-            "linear_start_steps",
-            "memory_noise",
-        }
-    ),
-    # The bits task's models (:mod:`selfattn.models.bits`): a neural Turing machine (its
-    # LSTM controller ffn_dim wide) and the LSTM baseline.
-    "ntm": frozenset({"ffn_dim", "memory_size", "memory_width"}),
-    "lstm": frozenset({"ffn_dim", "num_layers"}),
-    # The seq2seq RNN encoder–decoder with attention (:mod:`selfattn.models.rnn_seq2seq`).
-    "rnn": frozenset(
-        {"embed_dim", "num_layers", "ffn_dim", "dropout", "score", "rnn_cell", "input_feeding"}
-    ),
-}
-#: Architectures that are not an input embedding, an encoder and a head: they read only
-#: ``architecture`` and their own fields.
-_OWN_FIELDS_ONLY = frozenset({"memn2n", "ntm", "lstm", "rnn"})
-#: The architectures of the ``bits`` task, and only of it.
-BITS_ARCHITECTURES = ("ntm", "lstm")
 
 
 def fields_read(architecture: str) -> frozenset[str]:
-    """The :class:`ModelConfig` fields ``architecture`` reads."""
-    if architecture in _OWN_FIELDS_ONLY:
-        return frozenset({"architecture"}) | ARCHITECTURE_FIELDS[architecture]
-    return _EVERY_ARCHITECTURE | ARCHITECTURE_FIELDS[architecture]
+    """The ``[model]`` fields ``architecture`` reads (its options class's)."""
+    return frozenset(architecture_named(architecture).options.field_names())
 
 
-#: ``model.score`` values of the ``rnn`` architecture only (Luong's "general": zᵀ W_a h).
-RNN_ONLY_SCORES = ("general",)
+#: The architectures of the ``bits`` task, and only of it.
+BITS_ARCHITECTURES = tuple(
+    name for name, entry in ARCHITECTURES.items() if "bit_steps" in entry.produces
+)
 
 #: Architectures whose encoder can read a prepended [CLS] vector (``pooling = "cls"``).
 CLS_ARCHITECTURES = ("transformer", "conformer")
+
+__all__ = ["RNN_ONLY_SCORES", "toml_value"]
 
 
 @dataclass(frozen=True)
@@ -267,9 +202,10 @@ class ModelConfig:
             with the other; evaluation and other devices run ``F.linear``). The default
             ``"auto"`` is ``"onednn"`` without its warning on other devices or under amp.
 
-    Each architecture reads the fields of :data:`ARCHITECTURE_FIELDS` (and those every
-    one reads); the builders refuse another field set to anything but its default, in one
-    line (:meth:`check_architecture`).
+    Each architecture reads the fields of its options class
+    (:data:`~selfattn.models.registry.ARCHITECTURES`); constructing a ModelConfig checks
+    them there and refuses another field set to anything but its default, in one line
+    (:meth:`check_architecture`).
     """
 
     architecture: Architecture = "transformer"
@@ -312,181 +248,40 @@ class ModelConfig:
     linear_layers: LinearLayers = "auto"
 
     def __post_init__(self) -> None:
-        for name in ("embed_dim", "num_heads", "num_layers", "ffn_dim", "char_dim"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"model.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("memory_size", "memory_width"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"model.{name} must be >= 1, got {getattr(self, name)}")
-        if self.memory_tying not in ("adjacent", "layerwise"):
-            raise ValueError(
-                f"model.memory_tying: unknown tying {self.memory_tying!r}; choose adjacent "
-                "or layerwise"
-            )
-        if self.linear_start_steps < 0:
-            raise ValueError(
-                f"model.linear_start_steps must be >= 0, got {self.linear_start_steps}"
-            )
-        if not 0.0 <= self.memory_noise < 1.0:
-            raise ValueError(f"model.memory_noise must be in [0, 1), got {self.memory_noise}")
-        if self.rnn_cell not in ("gru", "lstm"):
-            raise ValueError(f"model.rnn_cell: unknown cell {self.rnn_cell!r}; choose gru or lstm")
-        if self.architecture == "rnn" and self.ffn_dim % 2:
-            raise ValueError(
-                f"model.ffn_dim ({self.ffn_dim}) must be even for the rnn: each encoder "
-                "direction has half of it"
-            )
-        if self.window_k < 0:
-            raise ValueError(f"model.window_k must be >= 0, got {self.window_k}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"model.dropout must be in [0, 1), got {self.dropout}")
-        if self.attention_dropout is not None and not 0.0 <= self.attention_dropout < 1.0:
-            raise ValueError(
-                f"model.attention_dropout must be in [0, 1) or none, got {self.attention_dropout}"
-            )
-        for name in ("ffn_dropout", "head_dropout"):
-            rate = getattr(self, name)
-            if rate is not None and not 0.0 <= rate < 1.0:
-                raise ValueError(f"model.{name} must be in [0, 1) or none, got {rate}")
-        if self.dropout_masks not in DROPOUT_MASKS:
-            raise ValueError(
-                f"model.dropout_masks: unknown kind {self.dropout_masks!r}; choose "
-                f"{' or '.join(DROPOUT_MASKS)}"
-            )
-        if self.linear_layers not in LINEAR_LAYERS:
-            raise ValueError(
-                f"model.linear_layers: unknown kind {self.linear_layers!r}; choose "
-                f"{' or '.join(LINEAR_LAYERS)}"
-            )
-        if not 0.0 <= self.word_dropout < 1.0:
-            raise ValueError(f"model.word_dropout must be in [0, 1), got {self.word_dropout}")
-        if self.attention not in KERNELS:
-            raise ValueError(
-                f"model.attention: unknown variant {self.attention!r}; choose one of "
-                f"{', '.join(sorted(KERNELS))}"
-            )
-        if self.attention_size is not None:
-            if KERNELS[self.attention].size_option is None:
-                raise ValueError(
-                    f"model.attention_size: attention {self.attention!r} has no size; leave it out"
-                )
-            if self.attention_size < (0 if self.attention == "window" else 1):
-                raise ValueError(
-                    f"model.attention_size must be positive, got {self.attention_size}"
-                )
-        if self.positional is not None and self.positional not in POSITIONAL:
-            raise ValueError(
-                f"model.positional: unknown encoding {self.positional!r}; choose one of "
-                f"{', '.join(POSITIONAL)} or none"
-            )
-        if (
-            self.architecture in ("transformer", "conformer", "graph")
-            and self.embed_dim % self.num_heads
-        ):
-            raise ValueError(
-                f"model.embed_dim ({self.embed_dim}) must be divisible by "
-                f"model.num_heads ({self.num_heads})"
-            )
-        self._check_image_options()
-        self._check_halting()
-        self._check_scoring()
-        if self.pretrained is not None and not str(self.pretrained).strip():
-            raise ValueError("model.pretrained must name a checkpoint or a folder, or be none")
-        if not self.char_features and self.char_dim != DEFAULTS["char_dim"]:
-            raise ValueError(f"model.char_dim = {self.char_dim} needs model.char_features = true")
-        if self.exit_loss_weights not in ("uniform", "linear"):
-            raise ValueError(
-                f"model.exit_loss_weights: unknown weighting {self.exit_loss_weights!r}; "
-                "choose uniform or linear"
-            )
-        if not self.exit_heads and self.exit_loss_weights != DEFAULTS["exit_loss_weights"]:
-            raise ValueError(
-                f'model.exit_loss_weights = "{self.exit_loss_weights}" needs '
-                "model.exit_heads = true"
-            )
+        check_values(self)  # every value, read or not, is a value its field can take
+        self.options()  # what the architecture reads; the rest is checked with the task
 
-    def _check_halting(self) -> None:
-        if self.halting not in ("none", "act"):
-            raise ValueError(f"model.halting: unknown halting {self.halting!r}; choose none or act")
-        if self.halting == "act" and not self.share_weights:
-            raise ValueError(
-                'model.halting = "act" needs model.share_weights = true: adaptive depth runs '
-                "one shared block up to num_layers times"
-            )
-        if self.ponder_weight < 0:
-            raise ValueError(f"model.ponder_weight must be >= 0, got {self.ponder_weight}")
-        if self.halting == "none" and self.ponder_weight != DEFAULTS["ponder_weight"]:
-            raise ValueError(
-                f"model.ponder_weight = {self.ponder_weight} weighs the ponder cost of "
-                'model.halting = "act"; without it leave it at its default'
-            )
+    def options(self) -> ModelOptions:
+        """This config as its architecture's own options (which check every field read).
 
-    def _check_scoring(self) -> None:
-        rnn = self.architecture == "rnn"
-        choices = [*SCORES, *(RNN_ONLY_SCORES if rnn else ())]
-        if self.score not in choices:
-            hint = "" if rnn else ' (general: model.architecture = "rnn" only)'
-            raise ValueError(
-                f"model.score: unknown score {self.score!r}; choose one of "
-                f"{', '.join(choices)}{hint}"
-            )
-        if self.normalizer not in NORMALIZERS:
-            raise ValueError(
-                f"model.normalizer: unknown normaliser {self.normalizer!r}; choose one of "
-                f"{', '.join(NORMALIZERS)}"
-            )
-        kernel = KERNELS[self.attention]
-        for name in ("score", "normalizer", "include_self"):
-            value, default = getattr(self, name), DEFAULTS[name]
-            if value != default and not kernel.supports("scores"):
-                raise ValueError(
-                    f'model.{name} = {toml_value(value)} needs model.attention = "dense": '
-                    f"kernel {self.attention!r} computes its own scaled dot-product softmax"
-                )
-        if self.attention_dropout and not kernel_takes_dropout(self.attention):
-            raise ValueError(
-                f"model.attention_dropout = {self.attention_dropout}: model.attention "
-                f"{self.attention!r} forms no attention weights to drop; leave it at none"
-            )
+        Raises:
+            ValueError: an unknown architecture or a bad value (one line).
+        """
+        options = architecture_named(self.architecture).options
+        return options(**{name: getattr(self, name) for name in options.field_names()})
+
+    @classmethod
+    def of(cls, options: ModelOptions) -> ModelConfig:
+        """The flat view of an architecture's ``options`` (unread fields at defaults)."""
+        return cls(**read_fields(options))
 
     def check_architecture(self) -> None:
         """Refuse, in one line, every field the architecture would ignore, unless it is left
         at its default (``positional = "none"`` is what an architecture without positions
-        has). The model builders call it: a config stays loadable whatever it says.
+        has). The task's check before any data is read calls it, and every builder.
 
         Raises:
             ValueError: naming the field, its value and the architecture.
         """
         reads = fields_read(self.architecture)
-        for name, default in DEFAULTS.items():
-            value = getattr(self, name)
-            if name in reads or unset(name, value) or (name == "positional" and value is None):
-                continue
-            raise ValueError(
-                f"model.{name} = {toml_value(value)}: architecture {self.architecture!r} does not "
-                f"use it; leave it at its default ({toml_value(default)})"
-            )
+        for name in DEFAULTS:
+            if name not in reads:
+                refuse_unread(self.architecture, name, getattr(self, name))
         if self.pooling == "cls" and self.architecture not in CLS_ARCHITECTURES:
             raise ValueError(
                 f'model.pooling = "cls" needs an attention encoder '
                 f"({' or '.join(CLS_ARCHITECTURES)}), not architecture {self.architecture!r}; "
                 'use pooling = "attention"'
-            )
-
-    def _check_image_options(self) -> None:
-        if self.patch_size is not None and self.patch_size < 1:
-            raise ValueError(f"model.patch_size must be >= 1 or none, got {self.patch_size}")
-        if self.grid_positional is None:
-            return
-        if self.grid_positional not in GRID_POSITIONAL:
-            raise ValueError(
-                f"model.grid_positional: unknown encoding {self.grid_positional!r}; choose "
-                f"one of {', '.join(GRID_POSITIONAL)} or none"
-            )
-        if self.positional is not None:
-            raise ValueError(
-                f"model.grid_positional ({self.grid_positional!r}) replaces the 1-D "
-                f'model.positional ({self.positional!r}): set model.positional = "none"'
             )
 
     def for_architecture(self, architecture: Architecture) -> ModelConfig:
@@ -506,19 +301,8 @@ class ModelConfig:
 
     def attention_options(self) -> dict[str, int]:
         """The keyword options of the attention kernel this config names."""
-        option = KERNELS[self.attention].size_option
-        if option is None or self.attention_size is None:
-            return {}
-        return {option: self.attention_size}
-
-
-def toml_value(value: object) -> str:
-    """``value`` as a TOML config spells it (``none``, ``true``, ``"text"``)."""
-    if value is None:
-        return '"none"'
-    if isinstance(value, bool):
-        return str(value).lower()
-    return f'"{value}"' if isinstance(value, str) else str(value)
+        options = self.options()
+        return options.attention_options() if isinstance(options, AttentionOptions) else {}
 
 
 #: Every field's default, for the "left at its default" checks.
@@ -532,6 +316,20 @@ FORMER_DEFAULTS: dict[str, Any] = {
     "dropout_masks": "bernoulli",
     "linear_layers": "torch",
 }
+
+
+def refuse_unread(architecture: str, name: str, value: Any) -> None:
+    """Refuse, in one line naming the fields ``architecture`` reads, field ``name`` at
+    ``value`` when the architecture does not read it and the value is not its default
+    (nor ``positional = "none"``, what an architecture without positions has)."""
+    if unset(name, value) or (name == "positional" and value is None):
+        return
+    reads = ", ".join(architecture_named(architecture).options.field_names())
+    raise ValueError(
+        f"model.{name} = {toml_value(value)}: architecture {architecture!r} does not use it; "
+        f"leave it at its default ({toml_value(DEFAULTS[name])}) or out ({architecture} "
+        f"reads: {reads})"
+    )
 
 
 def unset(name: str, value: Any) -> bool:

@@ -17,6 +17,25 @@ from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import TaskSpec, check_fields
 
 
+def check_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, *, text: bool | None) -> None:
+    """Refuse, in one line, a ``[model]`` section the Transformer encoder–decoder cannot
+    use with ``seq2seq``: an encoder it cannot cross-attend to, a field a seq2seq model
+    does not read, a clash of the two sections. It needs no data (``text``: the source is
+    words, ``None`` when not known yet).
+    """
+    if model.architecture not in ENCODER_STACKS:
+        raise ValueError(
+            f"seq2seq needs model.architecture = {' or '.join(map(repr, ENCODER_STACKS))} "
+            f"or 'rnn', got {model.architecture!r} (an encoder the decoder can cross-attend to)"
+        )
+    check_fields(model, task="seq2seq", text=text)
+    if seq2seq.alignment != "content" and model.normalizer != "softmax":
+        raise ValueError(
+            f"seq2seq.alignment = {seq2seq.alignment!r} normalises the cross-attention with a "
+            f'softmax: it needs model.normalizer = "softmax", got {model.normalizer!r}'
+        )
+
+
 def build_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSpec) -> Seq2SeqModel:
     """The encoder–decoder for ``spec`` (``num_labels`` = target vocabulary size).
 
@@ -36,17 +55,7 @@ def build_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSp
     """
     if model.architecture == "rnn":
         return build_rnn_seq2seq(model, seq2seq, spec)
-    if model.architecture not in ENCODER_STACKS:
-        raise ValueError(
-            f"seq2seq needs model.architecture = {' or '.join(map(repr, ENCODER_STACKS))} "
-            f"or 'rnn', got {model.architecture!r} (an encoder the decoder can cross-attend to)"
-        )
-    check_fields(model, task="seq2seq", text=spec.vocab_size is not None)
-    if seq2seq.alignment != "content" and model.normalizer != "softmax":
-        raise ValueError(
-            f"seq2seq.alignment = {seq2seq.alignment!r} normalises the cross-attention with a "
-            f'softmax: it needs model.normalizer = "softmax", got {model.normalizer!r}'
-        )
+    check_seq2seq_model(model, seq2seq, text=spec.vocab_size is not None)
     stack = stack_config(model, max_len=spec.max_len)
     encoder = stack if seq2seq.source_positional else replace(stack, positional=None)
     decoder = decoder_like(stack, num_layers=seq2seq.decoder_layers or model.num_layers)

@@ -185,7 +185,7 @@ class TaskModel(nn.Module):
         return [CLS_LABEL, *labels] if self.cls_token is not None else list(labels)
 
 
-def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
+def check_fields(config: ModelConfig, *, task: TaskType, text: bool | None) -> None:
     """Refuse, in one line, a field that the architecture
     (:meth:`~selfattn.models.options.ModelConfig.check_architecture`), the task or the input
     kind would ignore (image-only fields without an image grid:
@@ -195,13 +195,13 @@ def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
         config: the model section.
         task: ``"token"``, ``"sequence"``, ``"regression"`` or ``"seq2seq"``.
         text: the input is words (token ids), so character features and word dropout
-            apply.
+            apply; ``None``: not known yet (those two are not checked).
     """
     config.check_architecture()
     unused: dict[str, str] = {}
     if task in ("token", "seq2seq"):
         unused["pooling"] = f"a {task} task pools nothing"
-    if not text:
+    if text is False:
         unused |= dict.fromkeys(("char_features", "word_dropout"), "this data is not words")
     if task not in ("token", "sequence"):
         unused["exit_heads"] = f"early exit is for token and sequence tasks, not a {task} task"
@@ -229,6 +229,35 @@ def check_fields(config: ModelConfig, *, task: TaskType, text: bool) -> None:
                 f"model.{name} = {toml_value(value)}: {reason}; leave it at its default "
                 f"({toml_value(default)})"
             )
+
+
+def check_label_model(config: ModelConfig, *, task: TaskType, text: bool | None) -> None:
+    """Refuse, in one line, a ``[model]`` section that cannot serve a label task: an
+    architecture of another task type, or a field the task or the input kind would ignore
+    (:func:`check_fields`). It needs no data, so a run refuses before reading any.
+
+    Args:
+        config: the model section.
+        task: ``"token"``, ``"sequence"``, ``"regression"`` or ``"multilabel"``.
+        text: the input is words; ``None`` when the data are not read yet and the recipe
+            does not say (the input-kind checks wait for the build).
+    """
+    if config.architecture in BITS_ARCHITECTURES:
+        raise ValueError(
+            f"model.architecture = {config.architecture!r} is for the bits task (the copy "
+            f"and repeat-copy recipes), not a {task} task"
+        )
+    if config.architecture == "rnn":
+        raise ValueError(
+            'model.architecture = "rnn" is the seq2seq RNN encoder–decoder with attention, '
+            f'not a {task} task\'s encoder; use "bigru" for a recurrent one'
+        )
+    if config.architecture == "memn2n" and task != "sequence":
+        raise ValueError(
+            f'model.architecture = "memn2n" answers one label per story (a sequence task), '
+            f"not a {task} task"
+        )
+    check_fields(config, task=task, text=text)
 
 
 def build_model(
@@ -269,17 +298,7 @@ def build_model(
         ValueError: inconsistent inputs (both or neither of vocab_size and feature_dim,
             character features without a character vocabulary, an unknown task).
     """
-    if config.architecture in BITS_ARCHITECTURES:
-        raise ValueError(
-            f"model.architecture = {config.architecture!r} is for the bits task (the copy "
-            f"and repeat-copy recipes), not a {task} task"
-        )
-    if config.architecture == "rnn":
-        raise ValueError(
-            'model.architecture = "rnn" is the seq2seq RNN encoder–decoder with attention, '
-            f'not a {task} task\'s encoder; use "bigru" for a recurrent one'
-        )
-    check_fields(config, task=task, text=vocab_size is not None)
+    check_label_model(config, task=task, text=vocab_size is not None)
     if config.pretrained is not None and pretrained is None:
         raise ValueError(
             f"model.pretrained = {config.pretrained!r}: a pretrained checkpoint reads text; "
@@ -378,12 +397,8 @@ def build_model(
 def _memory_model(
     config: ModelConfig, task: TaskType, vocab_size: int | None, num_labels: int, max_len: int
 ) -> MemoryTaskModel:
-    """The memory network of ``config`` (:mod:`selfattn.models.memory`)."""
-    if task != "sequence":
-        raise ValueError(
-            f'model.architecture = "memn2n" answers one label per story (a sequence task), '
-            f"not a {task} task"
-        )
+    """The memory network of ``config`` (:mod:`selfattn.models.memory`; the task was
+    checked by :func:`check_label_model`)."""
     if vocab_size is None:
         raise ValueError(
             'model.architecture = "memn2n" reads stories of words; this data is not words'

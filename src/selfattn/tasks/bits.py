@@ -28,7 +28,7 @@ from selfattn.data.batching.splits import stratified_subset
 from selfattn.data.specials import IGNORE_INDEX
 from selfattn.data.types import DataError
 from selfattn.memory.copy_task import copy_inputs
-from selfattn.models.bits import BitsBatch, NTMBits, build_bits_model
+from selfattn.models.bits import BitsBatch, NTMBits, build_bits_model, check_bits_model
 from selfattn.models.task_model import TaskSpec
 from selfattn.tasks.task import AttentionFigure, Task, register_task
 
@@ -40,6 +40,10 @@ class BitsTask(Task):
     """The ``bits`` task type (module docstring)."""
 
     name = "bits"
+
+    @classmethod
+    def check_config(cls, config: Any, *, text: bool | None) -> None:
+        check_bits_model(config.model)
 
     def __init__(self, config: Any, spec: TaskSpec | None = None) -> None:
         super().__init__(config, spec)

@@ -58,6 +58,7 @@ from selfattn.models.task_model import (
     TaskModel,
     TaskSpec,
     build_model_from_spec,
+    check_label_model,
     input_length_limit,
 )
 from selfattn.tasks.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
@@ -87,6 +88,11 @@ class LabelTask(Task):
 
     def data_task(self) -> TaskType:
         return self.name  # type: ignore[return-value]  # a registered key of TaskType
+
+    @classmethod
+    def check_config(cls, config: Config, *, text: bool | None) -> None:
+        refuse_seq2seq_settings(config, cls.name)
+        check_label_model(config.model, task=cls.name, text=text)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ data
 

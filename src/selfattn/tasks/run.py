@@ -15,7 +15,7 @@ from typing import Any
 from selfattn.config import Config
 from selfattn.data import RECIPES, batches, load_dataset
 from selfattn.data.batching.splits import DEV_SEED
-from selfattn.tasks.task import Prepared, Task, task_named
+from selfattn.tasks.task import TASKS, Prepared, Task, task_named
 from selfattn.train.checkpoint import MANIFEST, load_checkpoint
 from selfattn.train.distributed import share
 from selfattn.train.loop import TrainResult, train
@@ -67,6 +67,9 @@ def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepa
             ``data.overlong = "refuse"``), a dev or test label the training file lacks.
     """
     name = declared_task(config)
+    if name is not None:  # refuse what cannot train before reading any data
+        recipe = RECIPES.get(config.data.dataset)
+        TASKS[name].check_config(config, text=None if recipe is None else recipe.input == "text")
     if name is None:  # a user's files: their columns say which task they hold
         data = config.data
         splits = load_dataset(

@@ -115,6 +115,14 @@ class Task(abc.ABC):
         #: reuses what cannot be learned again identically (the BPE merges' ids).
         self.inherited: dict[str, Any] = {}
 
+    @classmethod
+    @abc.abstractmethod
+    def check_config(cls, config: Config, *, text: bool | None) -> None:
+        """Refuse, in one line and before any data is read, what this task type cannot
+        train with ``config``: an architecture of another task type, a model field the
+        task would ignore (``text``: the input is words; ``None`` when only the data can
+        tell). The build checks again, with the data's sizes."""
+
     # ------------------------------------------------------------------ data
 
     def load_splits(self) -> DatasetSplits:

@@ -36,8 +36,13 @@ from selfattn.data.types import TaskType
 from selfattn.data.vocab import train_bpe
 from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive, sample
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
-from selfattn.models.seq2seq_builder import SEQ2SEQ_MODELS, Seq2SeqModel, build_seq2seq_model
-from selfattn.models.task_model import TaskSpec
+from selfattn.models.seq2seq_builder import (
+    SEQ2SEQ_MODELS,
+    Seq2SeqModel,
+    build_seq2seq_model,
+    check_seq2seq_model,
+)
+from selfattn.models.task_model import TaskSpec, check_fields
 from selfattn.tasks.seq2seq.objective import Seq2SeqObjective, encode_batch
 from selfattn.tasks.seq2seq.scoring import Decoded, bpe_pair, hull_scores, token_error_rate
 from selfattn.tasks.seq2seq.sequence_level import SequenceLevelObjective
@@ -74,6 +79,13 @@ class Seq2SeqTask(Task):
             "batch_size",
         }
     )
+
+    @classmethod
+    def check_config(cls, config: Config, *, text: bool | None) -> None:
+        if config.model.architecture == "rnn":  # the RNN's builder has checks of its own
+            check_fields(config.model, task="seq2seq", text=text)
+        else:
+            check_seq2seq_model(config.model, config.seq2seq, text=text)
 
     def __init__(self, config: Config, spec: TaskSpec | None = None) -> None:
         super().__init__(config, spec)

@@ -1,0 +1,32 @@
+"""``conformer``: self-attention and a depthwise convolution in every block (Gulati et al.
+2020; the lecture's "you can also use both" for speech)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from selfattn.models.option_groups import AttentionOptions, ExitOptions, doc
+from selfattn.models.registry import register_architecture
+
+
+@register_architecture(
+    "conformer",
+    summary="Conformer blocks: self-attention + a convolution of kernel 2·window_k + 1",
+    produces={"vectors", "encoder_stack"},
+    losses=('ponder cost (halting = "act")', "every block's exit loss (exit_heads)"),
+)
+@dataclass(frozen=True)
+class ConformerOptions(ExitOptions, AttentionOptions):
+    """The options of ``architecture = "conformer"`` (always pre-normalised)."""
+
+    architecture: str = "conformer"
+    positional: str | None = field(
+        default="sinusoidal",
+        metadata=doc("the positional encoding (sinusoidal, learned, relative, rope, …) or none"),
+    )
+    window_k: int = field(
+        default=5, metadata=doc("half-width k of the depthwise convolution (kernel 2k + 1)")
+    )
+    ffn_dropout: float | None = field(
+        default=0.0, metadata=doc("dropout on the feed-forward hidden layers; none: model.dropout")
+    )

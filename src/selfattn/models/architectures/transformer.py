@@ -1,0 +1,37 @@
+"""``transformer``: self-attention blocks (lecture 000–001), the encoder of token,
+sequence and regression tasks and of the encoder–decoder; or, with ``pretrained``, a BERT
+checkpoint's encoder (:mod:`selfattn.models.pretrained`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from selfattn.models.option_groups import AttentionOptions, ExitOptions, doc
+from selfattn.models.registry import register_architecture
+
+
+@register_architecture(
+    "transformer",
+    summary="self-attention blocks: every vector considers the whole set at once",
+    produces={"vectors", "encoder_stack"},
+    losses=('ponder cost (halting = "act")', "every block's exit loss (exit_heads)"),
+)
+@dataclass(frozen=True)
+class TransformerOptions(ExitOptions, AttentionOptions):
+    """The options of ``architecture = "transformer"``."""
+
+    architecture: str = "transformer"
+    positional: str | None = field(
+        default="sinusoidal",
+        metadata=doc("the positional encoding (sinusoidal, learned, relative, rope, …) or none"),
+    )
+    norm_first: bool = field(
+        default=True, metadata=doc("pre-LN blocks (train stably with little warm-up)")
+    )
+    ffn_dropout: float | None = field(
+        default=0.0, metadata=doc("dropout on the feed-forward hidden layer; none: model.dropout")
+    )
+    pretrained: str | None = field(
+        default=None,
+        metadata=doc("start from a BERT checkpoint: a registered name (minilm-l6) or a folder"),
+    )
