@@ -291,11 +291,7 @@ class AttentionOptions(EncoderOptions):
 
     def check(self) -> None:
         super().check()
-        if self.embed_dim % self.num_heads:
-            raise ValueError(
-                f"model.embed_dim ({self.embed_dim}) must be divisible by "
-                f"model.num_heads ({self.num_heads})"
-            )
+        check_heads(self.embed_dim, self.num_heads)
         if self.attention_size is not None:
             if KERNELS[self.attention].size_option is None:
                 raise ValueError(
@@ -363,6 +359,14 @@ class ExitOptions(ModelOptions):
 
 #: ``model.score`` values of the ``rnn`` architecture only (Luong's "general": zᵀ W_a h).
 RNN_ONLY_SCORES = ("general",)
+
+
+def check_heads(embed_dim: int, num_heads: int) -> None:
+    """Refuse, in one line, heads that do not split ``embed_dim`` evenly."""
+    if embed_dim % num_heads:
+        raise ValueError(
+            f"model.embed_dim ({embed_dim}) must be divisible by model.num_heads ({num_heads})"
+        )
 
 
 def check_score(score: str, *, rnn: bool) -> None:

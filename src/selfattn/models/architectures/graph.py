@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from selfattn.models.option_groups import EncoderOptions, doc
+from selfattn.models.option_groups import EncoderOptions, check_heads, doc
 from selfattn.models.registry import register_architecture
 
 
@@ -31,8 +31,4 @@ class GraphOptions(EncoderOptions):
 
     def check(self) -> None:
         super().check()
-        if self.embed_dim % self.num_heads:
-            raise ValueError(
-                f"model.embed_dim ({self.embed_dim}) must be divisible by "
-                f"model.num_heads ({self.num_heads})"
-            )
+        check_heads(self.embed_dim, self.num_heads)
