@@ -13,7 +13,7 @@ Both read the steps in order (neither sees the future).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -66,6 +66,8 @@ class NTMBits(nn.Module):
     """A neural Turing machine over the steps; ``looks`` keeps its heads' weightings."""
 
     #: How it was built, for checkpoints (set by the bits task).
+    #: What its attention shows: the read and write heads' weightings over the memory.
+    attention_view: ClassVar[str] = "heads"
     spec: TaskSpec | None = None
 
     def __init__(self, config: ModelConfig, *, inputs: int, outputs: int) -> None:
@@ -97,6 +99,8 @@ class LSTMBits(nn.Module):
     """The LSTM baseline: ``num_layers`` layers, then a linear map to the bits."""
 
     #: How it was built, for checkpoints (set by the bits task).
+    #: It has no attention to show.
+    attention_view: ClassVar[str] = "none"
     spec: TaskSpec | None = None
 
     def __init__(self, config: ModelConfig, *, inputs: int, outputs: int) -> None:

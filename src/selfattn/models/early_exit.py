@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -147,6 +147,14 @@ class EarlyExitModel(TaskModel):
         loss_weights: w_1 … w_N (:func:`exit_loss_weights`).
         weighting: the scheme that gave them, for ``repr``.
     """
+
+    has_exit_heads = True
+
+    def task_loss(
+        self, forward: Callable[..., Any], batch: Any, loss_of: Callable[[Tensor], Tensor]
+    ) -> Tensor:
+        """Every exit's loss, weighted (:func:`weighted_exit_loss`), through ``forward``."""
+        return weighted_exit_loss(forward(batch, exits=True), self.loss_weights, loss_of)
 
     def __init__(
         self,

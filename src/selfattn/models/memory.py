@@ -19,12 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from selfattn.data.recipes.stories import END, QUESTION
 from selfattn.data.types import Batch
 from selfattn.data.vocab import Vocabulary
 from selfattn.memory.memn2n import MemN2N, add_empty_memories
+from selfattn.models.label_hooks import LabelModelHooks
 from selfattn.models.options import ModelConfig
 
 __all__ = ["MemoryTaskModel", "Stories", "split_stories"]
@@ -77,7 +78,7 @@ def split_stories(ids: Tensor, end_id: int, ask_id: int, memory_size: int) -> St
     return Stories(memories, question, facts)
 
 
-class MemoryTaskModel(nn.Module):
+class MemoryTaskModel(LabelModelHooks):
     """A sequence-task model: word ids of stories in, ``(B, num_labels)`` logits out.
 
     Args:
@@ -88,6 +89,7 @@ class MemoryTaskModel(nn.Module):
         spec: how it was built (kept for checkpoints).
     """
 
+    attention_view = "hops"
     end_id: Tensor
     ask_id: Tensor
     label_words: Tensor

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from selfattn.data.types import Batch, TaskType
 from selfattn.models.heads import SequenceClassifier, SequenceRegressor, TokenClassifier
+from selfattn.models.label_hooks import LabelModelHooks
 from selfattn.models.layer_choices import use_layer_choices
 from selfattn.models.options import DEFAULTS, ModelConfig, toml_value, unset
 from selfattn.pretrained.bert import BertConfig, BertEncoder
@@ -85,7 +86,7 @@ def check_pretrained_fields(config: ModelConfig, bert: BertConfig) -> None:
         )
 
 
-class PretrainedTaskModel(nn.Module):
+class PretrainedTaskModel(LabelModelHooks):
     """A BERT encoder and a task head: ``forward(batch) → logits``, one row per word
     (token task), per sequence, or one value (regression).
 
@@ -95,6 +96,8 @@ class PretrainedTaskModel(nn.Module):
         task: ``"token"``, ``"sequence"`` or ``"regression"``.
         spec: how it was built (kept for checkpoints).
     """
+
+    attention_view = "wordpieces"
 
     def __init__(
         self,

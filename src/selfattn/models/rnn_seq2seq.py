@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -116,6 +116,9 @@ class RNNSeq2Seq(TeacherForcing):
     """
 
     output: Literal["vocab"] = "vocab"
+
+    #: It reads its outputs left to right: no non-autoregressive decoding.
+    non_autoregressive: ClassVar[bool] = False
 
     def __init__(
         self,

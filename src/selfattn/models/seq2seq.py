@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -121,6 +121,9 @@ class Seq2SeqTransformer(TeacherForcing):
         alignment: the decoder cross-attentions' alignment: ``content`` (default),
             location-aware or forward attention (:mod:`selfattn.attention.alignment`).
     """
+
+    #: With a length predictor (``length_predictor``) it decodes every position at once.
+    non_autoregressive: ClassVar[bool] = True
 
     def __init__(
         self,

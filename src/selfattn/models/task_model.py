@@ -29,6 +29,7 @@ from selfattn.models.heads import (
     SequenceRegressor,
     TokenClassifier,
 )
+from selfattn.models.label_hooks import LabelModelHooks
 from selfattn.models.layer_choices import use_layer_choices
 from selfattn.models.memory import MemoryTaskModel
 from selfattn.models.options import BITS_ARCHITECTURES, DEFAULTS, ModelConfig, toml_value, unset
@@ -86,7 +87,7 @@ class TaskSpec:
         return cls(**values)
 
 
-class TaskModel(nn.Module):
+class TaskModel(LabelModelHooks):
     """Embedding, encoder and head composed: ``forward(batch) → logits``.
 
     Args:

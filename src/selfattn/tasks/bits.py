@@ -28,7 +28,7 @@ from selfattn.data.batching.splits import stratified_subset
 from selfattn.data.specials import IGNORE_INDEX
 from selfattn.data.types import DataError
 from selfattn.memory.copy_task import copy_inputs
-from selfattn.models.bits import BitsBatch, NTMBits, build_bits_model, check_bits_model
+from selfattn.models.bits import BitsBatch, build_bits_model, check_bits_model
 from selfattn.models.task_model import TaskSpec
 from selfattn.tasks.task import AttentionFigure, Task, register_task
 
@@ -265,10 +265,14 @@ class BitsTask(Task):
             ValueError: an LSTM, which has no attention.
         """
         self.check_options(options)
-        if not isinstance(model, NTMBits):
-            raise ValueError('architecture "lstm" has no attention to show; "ntm" does')
-        model.eval()
-        writes, reads = model.heads(self.collate([example]).inputs)
+        machine: Any = model  # a bits model: its attention_view says whether it has heads
+        if machine.attention_view != "heads":
+            raise ValueError(
+                f'architecture "{self.config.model.architecture}" has no attention to show; '
+                '"ntm" does'
+            )
+        machine.eval()
+        writes, reads = machine.heads(self.collate([example]).inputs)
         steps = [_step_label(example, t) for t in range(len(example))]
         slots = [str(slot) for slot in range(writes.shape[-1])]
         return [

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -69,7 +69,7 @@ def check_exit_request(model: Any, threshold: float | None, criterion: str) -> E
         ValueError: a model without exit heads, T < 0 (or NaN), an unknown criterion
             (one line each).
     """
-    if not isinstance(model, EarlyExitModel):
+    if not getattr(model, "has_exit_heads", False):  # a seq2seq or bits model has no hooks
         raise ValueError(
             "early exit: this model has no exit heads; train it with "
             "--set model.exit_heads=true (a transformer or conformer on a token or sequence "
@@ -85,7 +85,7 @@ def check_exit_request(model: Any, threshold: float | None, criterion: str) -> E
             f"--exit-criterion: unknown criterion {criterion!r}; choose "
             f"{' or '.join(EXIT_CRITERIA)}"
         )
-    return model
+    return cast(EarlyExitModel, model)
 
 
 def _correct(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:

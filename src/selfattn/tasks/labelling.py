@@ -49,13 +49,9 @@ from selfattn.data.recipes.images import image_shape
 from selfattn.data.recipes.stories import END as STORY_END
 from selfattn.data.specials import IGNORE_INDEX, NO_LABEL
 from selfattn.data.types import DataError, TaskType
-from selfattn.models.act import ponder_penalty
-from selfattn.models.early_exit import EarlyExitModel, weighted_exit_loss
 from selfattn.models.memory import MemoryTaskModel
-from selfattn.models.pretrained import PretrainedTaskModel
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import (
-    TaskModel,
     TaskSpec,
     build_model_from_spec,
     check_label_model,
@@ -235,7 +231,7 @@ class LabelTask(Task):
         model = build_model_from_spec(self.config.model, self.spec)
         if self.pretrained is not None:
             self.pretrained.start(model, self.config)
-        if isinstance(model, MemoryTaskModel) and self.vocab is not None:
+        if self.vocab is not None:
             model.bind(self.vocab, list(self.labels.labels))
         return model
 
@@ -243,17 +239,11 @@ class LabelTask(Task):
         """Label-smoothed cross-entropy of ``model(batch)``; with exit heads, the weighted
         sum of every exit's (:func:`~selfattn.models.early_exit.weighted_exit_loss`)."""
         inner = getattr(model, "module", model)  # under DistributedDataParallel
-        if isinstance(inner, MemoryTaskModel):
-            inner.start_step(step)
+        inner.start_step(step)
         smoothing = self.config.train.label_smoothing
-        if isinstance(inner, EarlyExitModel):  # every exit's loss, weighted (through model())
-            return weighted_exit_loss(
-                model(batch, exits=True),
-                inner.loss_weights,
-                lambda logits: compute_loss(logits, batch.labels, smoothing),
-            )
-        loss = compute_loss(model(batch), batch.labels, smoothing)
-        return loss + ponder_penalty(inner)  # adaptive depth's ponder cost (0 without)
+        return inner.task_loss(
+            model, batch, lambda logits: compute_loss(logits, batch.labels, smoothing)
+        )
 
     def evaluate(
         self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None
@@ -396,16 +386,16 @@ class LabelTask(Task):
             ValueError: longer than the model reads; a model without attention weights.
         """
         self.check_options(options)
-        if isinstance(model, MemoryTaskModel):
-            return [memory_figure(model, self.collate([example]), example)]
-        assert isinstance(model, TaskModel | PretrainedTaskModel)
+        labelled: Any = model  # a label model: its attention_view says what its maps show
+        if labelled.attention_view == "hops":
+            return [memory_figure(labelled, self.collate([example]), example)]
         example = self.fit(model, example, windows=False)
-        maps = [layer[0] for layer in model.attention_maps(self.collate([example]))]
-        if isinstance(model, PretrainedTaskModel):
+        maps = [layer[0] for layer in labelled.attention_maps(self.collate([example]))]
+        if labelled.attention_view == "wordpieces":
             assert self.pretrained is not None
             axis = self.pretrained.wordpieces(example)
         else:
-            axis = model.attention_labels(positions(example))
+            axis = labelled.attention_labels(positions(example))
         return [AttentionFigure("self-attention", maps, axis, axis)]
 
 
@@ -518,8 +508,11 @@ class RegressionTask(LabelTask):
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
         """:func:`regression_loss` of ``model(batch)``."""
         assert self.spec is not None
-        loss = regression_loss(model(batch), batch.labels, self.spec.target_std)
-        return loss + ponder_penalty(getattr(model, "module", model))
+        std = self.spec.target_std
+        inner = getattr(model, "module", model)  # under DistributedDataParallel
+        return inner.task_loss(
+            model, batch, lambda values: regression_loss(values, batch.labels, std)
+        )
 
     def evaluate(
         self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from selfattn.config import Config
 from selfattn.data import Example
 from selfattn.data.specials import NO_LABELS
-from selfattn.models.act import PonderMeter, ponder_penalty
+from selfattn.models.act import PonderMeter
 from selfattn.models.task_model import TaskSpec
 from selfattn.tasks.labelling import LabelTask
 from selfattn.tasks.set_metrics import THRESHOLD, SetScores, label_set_loss, predicted_sets
@@ -86,8 +86,11 @@ class MultiLabelTask(LabelTask):
 
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
         """:func:`label_set_loss` of ``model(batch)`` (with ``train.label_smoothing``)."""
-        loss = label_set_loss(model(batch), batch.labels, self.config.train.label_smoothing)
-        return loss + ponder_penalty(getattr(model, "module", model))
+        smoothing = self.config.train.label_smoothing
+        inner = getattr(model, "module", model)  # under DistributedDataParallel
+        return inner.task_loss(
+            model, batch, lambda logits: label_set_loss(logits, batch.labels, smoothing)
+        )
 
     @torch.no_grad()
     def evaluate(

@@ -35,7 +35,6 @@ from selfattn.data.specials import BOS, EOS, UNK
 from selfattn.data.types import TaskType
 from selfattn.data.vocab import train_bpe
 from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive, sample
-from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.models.seq2seq_builder import (
     SEQ2SEQ_MODELS,
     Seq2SeqModel,
@@ -308,7 +307,7 @@ class Seq2SeqTask(Task):
         """
         assert self.collator is not None and self.spec is not None
         method = self.method({"method": method})
-        if method == "nat" and isinstance(model, RNNSeq2Seq):
+        if method == "nat" and not model.non_autoregressive:
             raise ValueError(
                 "nat decoding: the RNN encoder–decoder reads its outputs left to right; "
                 "decode it with greedy, beam or sample"
