@@ -16,7 +16,9 @@ from selfattn.models.task_model import TaskSpec
 from selfattn.tasks import task_named
 from selfattn.train import Config, DataConfig, TrainConfig, train
 from selfattn.train import progress as progress_module
-from selfattn.train.progress import Progress, epoch_summary, resolve_mode
+from selfattn.train.loop_state import LoopState
+from selfattn.train.progress import Progress, epoch_summary, opening_lines, resolve_mode
+from selfattn.train.start import Started
 
 SPEC = TaskSpec(task="token", num_labels=3, vocab_size=12, max_len=16)
 
@@ -123,3 +125,36 @@ def test_epoch_summary_names_every_dev_metric() -> None:
         "epoch 3/10  train loss 1.2346  dev loss 0.5000 bleu 12.5000 count 40  best epoch 2"
         "  (4.2 s, 1,234 tokens/s)"
     )
+
+
+def _opening(state: LoopState, where: str | None = None, **started: Any) -> list[str]:
+    """The opening lines of a run of 3 epochs stopping at step 10, in one process."""
+    train_config = TrainConfig(epochs=3, max_steps=10)
+    run = Started(None, state, [], 10, resumed=where is None, **started)  # type: ignore[arg-type]
+    return opening_lines(Path("runs/x"), train_config, run, where, 1)
+
+
+def test_the_opening_lines_of_a_new_run_say_its_length_and_where_it_trains() -> None:
+    assert _opening(LoopState(steps_per_epoch=5), "cpu, 1 thread") == [
+        "training runs/x: 3 epochs of 5 steps (stopping at train.max_steps = 10) on cpu, 1 thread"
+    ]
+    lines = _opening(LoopState(steps_per_epoch=1), "cuda:0", initialised_from=Path("a/best"))
+    assert lines == [
+        "training runs/x: 3 epochs of 1 step on cuda:0",
+        "starting from the weights of a/best",
+    ]
+
+
+def test_the_opening_lines_of_a_resumed_run_say_where_it_goes_on() -> None:
+    state = LoopState(epoch=1, step=7, steps_per_epoch=5, batch=2)
+    assert _opening(state) == ["resuming runs/x from epoch 2, step 2 of 5 (3 epochs)"]
+    first, processes = _opening(state, trained_by=2)
+    assert first == "resuming runs/x from epoch 2, step 2 of 5 (3 epochs)"
+    assert processes.startswith("resuming a run of 2 process")
+    assert processes.endswith(" with 1: the batches are global, so it goes on as before")
+    done = LoopState(epoch=3, step=15, steps_per_epoch=5)
+    assert _opening(done) == [
+        "runs/x has finished after epoch 3 (train.epochs is 3); nothing to do"
+    ]
+    early = LoopState(epoch=2, step=10, steps_per_epoch=5, stopped_early=True)
+    assert _opening(early) == ["runs/x has finished after epoch 2 (stopped early); nothing to do"]

@@ -19,11 +19,9 @@ from selfattn.config import (
 from selfattn.train.checkpoint import (
     FORMAT_VERSION,
     Checkpoint,
-    get_rng_state,
     load_checkpoint,
     load_model,
     save_checkpoint,
-    set_rng_state,
 )
 from selfattn.train.loop import (
     METRICS_FILE,
@@ -36,6 +34,7 @@ from selfattn.train.loop import (
 )
 from selfattn.train.objective import Objective
 from selfattn.train.optim import WarmupDecay, build_optimizer, build_scheduler
+from selfattn.train.rng import get_rng_state, set_rng_state
 
 __all__ = [
     "FORMAT_VERSION",

@@ -33,14 +33,12 @@ import io
 import json
 import os
 import pickle
-import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 import safetensors.torch
 import torch
 from torch import Tensor, nn
@@ -48,6 +46,7 @@ from torch import Tensor, nn
 import selfattn
 from selfattn.config import Config, config_from_dict, config_to_dict
 from selfattn.models.task_model import TaskSpec
+from selfattn.train.rng import get_rng_state
 
 #: Bumped whenever the layout or the meaning of a stored field changes.
 FORMAT_VERSION = 1
@@ -68,7 +67,8 @@ class Checkpoint:
         optimizer_state: the optimizer's ``state_dict`` (``None`` if none was saved).
         scheduler_state: the LR scheduler's ``state_dict`` (or ``None``).
         scaler_state: the AMP gradient scaler's ``state_dict`` (or ``None``).
-        rng_state: Python, NumPy and torch RNG states, see :func:`set_rng_state`.
+        rng_state: Python, NumPy and torch RNG states, see
+            :func:`~selfattn.train.rng.set_rng_state`.
         state: the training loop's own state (JSON values).
         config: the run's configuration.
         spec: the model's inputs and labels, to rebuild it (``None`` if unknown).
@@ -118,8 +118,8 @@ def save_checkpoint(
         config: the run's configuration.
         vocabs: JSON-serialisable vocabularies (e.g. ``{"tokens": [...], "labels": [...]}``).
         scaler: an AMP gradient scaler whose state to keep.
-        epoch_rng_state: for a save in the middle of an epoch, :func:`get_rng_state` as
-            it was when the epoch began.
+        epoch_rng_state: for a save in the middle of an epoch,
+            :func:`~selfattn.train.rng.get_rng_state` as it was when the epoch began.
         spec: the task spec to store (default: ``model.spec``).
         also: more folders that get the same checkpoint after ``directory`` (a run's
             ``best`` when it is also ``last``), each committed atomically in turn; their
@@ -271,38 +271,6 @@ def load_model(
             f"describes ({_reason(error)})"
         ) from None
     return model.to(map_location).eval(), checkpoint
-
-
-# ------------------------------------------------------------------------------ RNG
-
-
-def get_rng_state() -> dict[str, Any]:
-    """The states of Python's, NumPy's and torch's (CPU and CUDA) global generators."""
-    name, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": {
-            "name": name,
-            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "gauss": float(gauss),
-        },
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`get_rng_state` returned."""
-    random.setstate(state["python"])
-    numpy = state["numpy"]
-    keys = numpy["keys"].cpu().numpy().astype(np.uint32)
-    np.random.set_state((numpy["name"], keys, numpy["pos"], numpy["has_gauss"], numpy["gauss"]))
-    torch.set_rng_state(state["torch"].cpu())
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
 # --------------------------------------------------------------------------- files

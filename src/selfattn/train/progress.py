@@ -18,10 +18,17 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from tqdm import tqdm
+
+from selfattn.messages import plural
+
+if TYPE_CHECKING:
+    from selfattn.config import TrainConfig
+    from selfattn.train.start import Started
 
 #: ``auto``: a bar on a terminal, plain lines elsewhere; ``bar``; ``lines``; ``off``: silent.
 ProgressMode = Literal["auto", "bar", "lines", "off"]
@@ -118,6 +125,39 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def opening_lines(
+    run_dir: Path, train: TrainConfig, started: Started, where: str | None, processes: int
+) -> list[str]:
+    """The run's first console lines: for a new run (``where`` it trains, e.g. ``cpu, 2
+    threads``) its length, for a resumed one (``where`` is ``None``) where it goes on from
+    (or that it has nothing left to do), run by how many ``processes``; where its weights
+    came from."""
+    state, epochs = started.state, train.epochs
+    if where is not None:
+        limit = (
+            f" (stopping at train.max_steps = {train.max_steps})"
+            if train.max_steps is not None and train.max_steps < epochs * state.steps_per_epoch
+            else ""
+        )
+        lines = [
+            f"training {run_dir}: {plural(epochs, 'epoch')} of "
+            f"{plural(state.steps_per_epoch, 'step')}{limit} on {where}"
+        ]
+    elif state.stopped_early or state.epoch >= epochs:
+        why = "stopped early" if state.stopped_early else f"train.epochs is {epochs}"
+        lines = [f"{run_dir} has finished after epoch {state.epoch} ({why}); nothing to do"]
+    else:
+        lines = [f"resuming {run_dir} from {state.position()} ({epochs} epochs)"]
+    if started.initialised_from is not None:
+        lines.append(f"starting from the weights of {started.initialised_from}")
+    if started.resumed and started.trained_by != processes:
+        lines.append(
+            f"resuming a run of {plural(started.trained_by, 'process')} with "
+            f"{processes}: the batches are global, so it goes on as before"
+        )
+    return lines
 
 
 def epoch_summary(line: dict[str, Any], epochs: int) -> str:

@@ -136,7 +136,8 @@ def check_compatible(
         warnings.warn(
             f"resuming with changed settings {', '.join(changed)}: the run will not match "
             "an uninterrupted one",
-            stacklevel=4,
+            # Trainer.run's caller (through start.load_to_resume, start_run and Trainer._run)
+            stacklevel=6,
         )
 
 
