@@ -38,9 +38,11 @@ demo: setup
 toy: setup
 	$(VENV)/bin/selfattn toy
 
+# lint-imports checks the package's layering ([tool.importlinter] in pyproject.toml).
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: setup
 	$(VENV)/bin/mypy

@@ -11,18 +11,9 @@ import pytest
 import soundfile
 import torch
 
+from selfattn.data.readers.audio import log_mel_file, read_audio, read_wav
 from selfattn.data.types import DataError
-from selfattn.speech import (
-    LOG_FLOOR,
-    frame_sizes,
-    log_mel,
-    log_mel_file,
-    mel_filterbank,
-    num_frames,
-    read_audio,
-    read_wav,
-    resample,
-)
+from selfattn.speech import LOG_FLOOR, frame_sizes, log_mel, mel_filterbank, num_frames, resample
 
 
 def _sine(freq: float, seconds: float, rate: int) -> np.ndarray:

@@ -3,9 +3,10 @@
 Each head h has its own q^{i,h} = W^{q,h} a^i, k^{i,h}, v^{i,h}; head outputs b^{i,h} are
 concatenated and mixed by W^O: b^i = W^O [b^{i,1}; b^{i,2}; …]. All heads' projections
 are one ``nn.Linear`` each (``q_proj``, ``k_proj``, ``v_proj``), reshaped to
-``(B, H, L, D)`` and handed to an attention kernel (:mod:`selfattn.kernels`): the dense
-one, :func:`selfattn.attention` itself, unless another is given. What the kernel cannot
-do (weights, masks, a cache, …) it refuses in one line.
+``(B, H, L, D)`` and handed to an attention kernel
+(:class:`~selfattn.attention.kernel.AttentionKernel`; the variants are
+:mod:`selfattn.kernels`): the dense one, :func:`selfattn.attention` itself, unless another
+is given. What the kernel cannot do (weights, masks, a cache, …) it refuses in one line.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.attention.cache import KVCache
+from selfattn.attention.dense import DenseKernel
+from selfattn.attention.kernel import AttentionKernel, default_scores
 from selfattn.attention.normalizers import NormalizerFn
 from selfattn.attention.packed_linear import plain
 from selfattn.attention.scores import AdditiveScore, ScoreFn, default_scale
-from selfattn.kernels.base import AttentionKernel, default_scores
-from selfattn.kernels.dense import DenseKernel
 from selfattn.positional.base import RelativePositional
 
 

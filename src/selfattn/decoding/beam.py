@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from selfattn.data.specials import EOS_ID, PAD_ID
 from selfattn.decoding.common import (
     NEG_INF,
     DecodeResult,
@@ -46,7 +47,7 @@ from selfattn.decoding.common import (
 )
 from selfattn.decoding.incremental import IncrementalDecoder
 from selfattn.models.encoder_decoder import EncoderDecoder
-from selfattn.models.seq2seq import EOS_ID, PAD_ID, EncodedSource
+from selfattn.models.seq2seq_outputs import EncodedSource
 
 
 def length_penalty_factor(length: int, alpha: float) -> float:

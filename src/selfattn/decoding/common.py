@@ -13,14 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from selfattn.data.specials import BOS_ID, EOS_ID, NUM_SPECIALS, PAD_ID
 from selfattn.models.encoder_decoder import EncoderDecoder
-from selfattn.models.seq2seq import (
-    BOS_ID,
-    EOS_ID,
-    NUM_SPECIALS,
-    PAD_ID,
-    EncodedSource,
-)
+from selfattn.models.seq2seq_outputs import EncodedSource
 
 NEG_INF = float("-inf")
 

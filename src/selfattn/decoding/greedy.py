@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from selfattn.data.specials import EOS_ID, PAD_ID
 from selfattn.decoding.common import (
     DecodeResult,
     banned_ids,
@@ -28,7 +29,7 @@ from selfattn.decoding.common import (
 )
 from selfattn.decoding.incremental import IncrementalDecoder
 from selfattn.models.encoder_decoder import EncoderDecoder
-from selfattn.models.seq2seq import EOS_ID, PAD_ID, EncodedSource
+from selfattn.models.seq2seq_outputs import EncodedSource
 
 #: ``(R, V)`` allowed log-probabilities (−inf where banned) → ``(R,)`` chosen ids.
 ChooseFn = Callable[[Tensor], Tensor]

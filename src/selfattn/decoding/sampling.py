@@ -21,7 +21,7 @@ from torch import Tensor
 from selfattn.decoding.common import NEG_INF, DecodeResult
 from selfattn.decoding.greedy import autoregressive
 from selfattn.models.encoder_decoder import EncoderDecoder
-from selfattn.models.seq2seq import EncodedSource
+from selfattn.models.seq2seq_outputs import EncodedSource
 
 
 def filter_top_k(logits: Tensor, k: int) -> Tensor:

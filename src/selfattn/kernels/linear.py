@@ -35,8 +35,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.attention.functional import zero_padding
+from selfattn.attention.kernel import AttentionKernel, AttentionRequest, Capability
 from selfattn.attention.masks import causal_mask
-from selfattn.kernels.base import AttentionKernel, AttentionRequest, Capability, register_kernel
+from selfattn.kernels.base import register_kernel
 
 __all__ = [
     "LinearAttentionState",

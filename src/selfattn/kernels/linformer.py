@@ -20,7 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.attention.functional import attention, zero_padding
-from selfattn.kernels.base import AttentionKernel, AttentionRequest, Capability, register_kernel
+from selfattn.attention.kernel import AttentionKernel, AttentionRequest, Capability
+from selfattn.kernels.base import register_kernel
 
 __all__ = ["LinformerKernel"]
 

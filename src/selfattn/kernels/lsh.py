@@ -33,7 +33,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.attention.functional import attention, zero_padding
-from selfattn.kernels.base import AttentionKernel, AttentionRequest, Capability, register_kernel
+from selfattn.attention.kernel import AttentionKernel, AttentionRequest, Capability
+from selfattn.kernels.base import register_kernel
 
 __all__ = ["SELF_SCORE", "LSHKernel", "hash_buckets"]
 

@@ -23,7 +23,8 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.attention.functional import zero_padding
-from selfattn.kernels.base import AttentionKernel, AttentionRequest, Capability, register_kernel
+from selfattn.attention.kernel import AttentionKernel, AttentionRequest, Capability
+from selfattn.kernels.base import register_kernel
 
 __all__ = ["NystromKernel", "iterative_pinv", "segment_means"]
 

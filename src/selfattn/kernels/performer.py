@@ -26,7 +26,8 @@ import torch
 from torch import Tensor
 
 from selfattn.attention.functional import zero_padding
-from selfattn.kernels.base import AttentionKernel, AttentionRequest, Capability, register_kernel
+from selfattn.attention.kernel import AttentionKernel, AttentionRequest, Capability
+from selfattn.kernels.base import register_kernel
 from selfattn.kernels.linear import attend_with_features
 
 __all__ = ["PerformerKernel", "favor_features", "orthogonal_gaussian"]

@@ -35,14 +35,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.attention.functional import attention, zero_padding
-from selfattn.attention.masks import causal_mask, window_mask
-from selfattn.kernels.base import (
+from selfattn.attention.kernel import (
     AttentionKernel,
     AttentionRequest,
     Capability,
     check_kernel_inputs,
-    register_kernel,
 )
+from selfattn.attention.masks import causal_mask, window_mask
+from selfattn.kernels.base import register_kernel
 
 __all__ = ["WindowKernel", "flex_available", "window_attention"]
 

@@ -1,7 +1,8 @@
-"""Speech input (lecture 000, §Self-attention for Speech): WAV / FLAC files to log-mel frames,
-one vector per 25 ms window every 10 ms.
+"""Speech input (lecture 000, §Self-attention for Speech): samples to log-mel frames, one
+vector per 25 ms window every 10 ms. The files are read by the data layer
+(:mod:`selfattn.data.readers.audio`).
 
-    >>> samples, rate = read_wav("seven.wav", sample_rate=SAMPLE_RATE)
+    >>> samples, rate = read_wav("seven.wav", sample_rate=SAMPLE_RATE)  # data.readers.audio
     >>> features = log_mel(samples, rate, n_mels=80)  # (frames, 80), 100 frames a second
     >>> vectors = speech_vectors(samples, rate)  # (frames // 3, 120): the recipes' front end
 """
@@ -13,11 +14,8 @@ from selfattn.speech.features import (
     SAMPLE_RATE,
     frame_sizes,
     log_mel,
-    log_mel_file,
     mel_filterbank,
     num_frames,
-    read_audio,
-    read_wav,
     resample,
 )
 from selfattn.speech.frontend import (
@@ -25,7 +23,6 @@ from selfattn.speech.frontend import (
     STACK,
     normalize_utterance,
     speech_vectors,
-    speech_vectors_file,
 )
 
 __all__ = [
@@ -35,13 +32,9 @@ __all__ = [
     "STACK",
     "frame_sizes",
     "log_mel",
-    "log_mel_file",
     "mel_filterbank",
     "normalize_utterance",
     "num_frames",
-    "read_audio",
-    "read_wav",
     "resample",
     "speech_vectors",
-    "speech_vectors_file",
 ]

@@ -1,4 +1,4 @@
-"""Speech as a vector set: WAV files to log-mel frames (lecture 000, §"Vector set as input").
+"""Speech as a vector set: samples to log-mel frames (lecture 000, §"Vector set as input").
 
 The lecture turns a sound signal into vectors by sliding a *window* of 25 ms along it in
 steps (the *hop*) of 10 ms; each window becomes one vector, a *frame*, so one second of
@@ -15,110 +15,38 @@ filterbank front end of Kaldi, Povey et al. 2011, and of Whisper, Radford et al.
 4. the natural log, floored at ``LOG_FLOOR`` so silence gives a finite value.
 
 Steps 1, 2 and 4 run in torch (batched, on any device); librosa provides the filterbank
-and the resampler (soxr), soundfile (libsndfile) reads the files. librosa's own
-``melspectrogram`` is not used: its first call JIT-compiles numba code for ~25 s.
+and the resampler (soxr). librosa's own ``melspectrogram`` is not used: its first call
+JIT-compiles numba code for ~25 s. Reading a WAV or FLAC file, and refusing one that is
+not, is the data layer's (:mod:`selfattn.data.readers.audio`): this module works on
+samples and knows nothing of files or of the data's error type.
 """
 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
-from typing import Literal
 
 import librosa
 import numpy as np
-import soundfile
 import torch
 from torch import Tensor
 
-from selfattn.data.types import DataError
-
 __all__ = [
-    "AUDIO_FORMATS",
     "LOG_FLOOR",
     "SAMPLE_RATE",
     "frame_sizes",
     "log_mel",
-    "log_mel_file",
     "mel_filterbank",
     "num_frames",
-    "read_audio",
-    "read_wav",
     "resample",
 ]
-
-AudioFormat = Literal["WAV", "FLAC"]
 
 #: The rate speech models conventionally work at (16 kHz: telephone to wide-band speech).
 SAMPLE_RATE = 16_000
 #: Smallest mel power before the log: ``log(1e-10) ≈ −23`` stands for silence.
 LOG_FLOOR = 1e-10
-#: libsndfile's names of the containers read, by the name messages give them: RIFF/WAVE
-#: (WAVEX: WAVE_FORMAT_EXTENSIBLE; RF64: WAVE past 4 GB) and FLAC.
-AUDIO_FORMATS: dict[AudioFormat, frozenset[str]] = {
-    "WAV": frozenset({"WAV", "WAVEX", "RF64"}),
-    "FLAC": frozenset({"FLAC"}),
-}
 
 
-# --------------------------------------------------------------------------- reading
-
-
-def read_audio(
-    path: str | Path,
-    *,
-    sample_rate: int | None = None,
-    formats: tuple[AudioFormat, ...] = ("WAV", "FLAC"),
-) -> tuple[np.ndarray, int]:
-    """Read a WAV or FLAC file as mono float samples in [-1, 1].
-
-    Any PCM or float WAV libsndfile reads (8/16/24/32-bit integer, 32/64-bit float,
-    WAVE_FORMAT_EXTENSIBLE) and any FLAC is accepted, whatever the file's suffix says;
-    channels are averaged into one.
-
-    Args:
-        path: the audio file.
-        sample_rate: resample to this rate (e.g. :data:`SAMPLE_RATE`); ``None`` keeps the
-            file's own rate.
-        formats: the containers accepted (:data:`AUDIO_FORMATS`); another is refused.
-
-    Returns:
-        ``(samples (N,) float32, sample_rate)``.
-
-    Raises:
-        FileNotFoundError: no such file.
-        DataError: a directory, a file of another format, or one with no samples; the
-            one-line message starts with the path.
-    """
-    path = Path(path)
-    wanted = " or ".join(formats)  # "WAV or FLAC"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    if not path.is_file():
-        raise DataError(f"{path}: not a file")
-    if path.stat().st_size == 0:
-        raise DataError(f"{path}: empty file (0 bytes), not a {wanted} file")
-    try:
-        info = soundfile.info(str(path))
-    except soundfile.SoundFileError as error:
-        reason = getattr(error, "error_string", "") or str(error)
-        raise DataError(f"{path}: not a {wanted} file ({reason.strip().rstrip('.')})") from error
-    found = [name for name in formats if info.format in AUDIO_FORMATS[name]]
-    if not found:
-        raise DataError(f"{path}: not a {wanted} file (it is {info.format_info})")
-    if info.frames == 0:
-        raise DataError(f"{path}: empty {found[0]} file (no samples)")
-    data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)  # (N, channels)
-    samples = data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]
-    if sample_rate is not None and sample_rate != rate:
-        return resample(samples, rate, sample_rate), sample_rate
-    return np.ascontiguousarray(samples), int(rate)
-
-
-def read_wav(path: str | Path, *, sample_rate: int | None = None) -> tuple[np.ndarray, int]:
-    """:func:`read_audio` of a WAV file only (what a user's training CSV lists): a FLAC
-    file is refused, ``not a WAV file (it is FLAC …)``."""
-    return read_audio(path, sample_rate=sample_rate, formats=("WAV",))
+# --------------------------------------------------------------------------- resampling
 
 
 def resample(samples: np.ndarray, orig_rate: int, target_rate: int) -> np.ndarray:
@@ -233,23 +161,3 @@ def log_mel(
     hann = torch.hann_window(window, dtype=x.dtype, device=x.device)
     power = torch.fft.rfft(frames * hann, n=n_fft).abs().square()  # (..., F, n_fft/2 + 1)
     return torch.log(torch.clamp(power @ filters.T, min=LOG_FLOOR))  # (..., F, n_mels)
-
-
-def log_mel_file(
-    path: str | Path,
-    *,
-    sample_rate: int | None = SAMPLE_RATE,
-    n_mels: int = 80,
-    window_ms: float = 25.0,
-    hop_ms: float = 10.0,
-) -> Tensor:
-    """:func:`read_wav` then :func:`log_mel`: a WAV file as ``(F, n_mels)`` vectors.
-
-    Args:
-        path: the ``.wav`` file.
-        sample_rate: resample to this rate first (16 kHz by default); ``None`` keeps the
-            file's rate.
-        n_mels, window_ms, hop_ms: as in :func:`log_mel`.
-    """
-    samples, rate = read_wav(path, sample_rate=sample_rate)
-    return log_mel(samples, rate, n_mels=n_mels, window_ms=window_ms, hop_ms=hop_ms)

@@ -1,7 +1,8 @@
 """The speech front end of the speech recipes: log-mel frames, normalised and stacked.
 
-Every speech dataset in selfattn — the espeak-ng recipes and a user's folder of WAV files —
-goes through :func:`speech_vectors`, so a model trained on one reads the other's vectors:
+Every speech dataset in selfattn — the espeak-ng recipes and a user's folder of WAV files
+(read by :mod:`selfattn.data.readers.audio`) — goes through :func:`speech_vectors`, so a
+model trained on one reads the other's vectors:
 
 1. :func:`~selfattn.speech.features.log_mel` at 16 kHz: ``N_MELS`` = 40 log-mel values per
    25 ms window, every 10 ms;
@@ -14,13 +15,11 @@ goes through :func:`speech_vectors`, so a model trained on one reads the other's
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from selfattn.speech.features import SAMPLE_RATE, log_mel, read_wav
+from selfattn.speech.features import SAMPLE_RATE, log_mel
 
-__all__ = ["N_MELS", "STACK", "normalize_utterance", "speech_vectors", "speech_vectors_file"]
+__all__ = ["N_MELS", "STACK", "normalize_utterance", "speech_vectors"]
 
 #: Mel bands per 10 ms frame.
 N_MELS = 40
@@ -51,9 +50,3 @@ def speech_vectors(samples: np.ndarray, sample_rate: int, *, stack: int = STACK)
         raise ValueError(f"speech_vectors expects {SAMPLE_RATE} Hz samples, got {sample_rate}")
     frames = log_mel(samples, sample_rate, n_mels=N_MELS).numpy()  # (F, N_MELS)
     return stack_frames(normalize_utterance(frames), stack)
-
-
-def speech_vectors_file(path: str | Path, *, stack: int = STACK) -> np.ndarray:
-    """A WAV file (any rate, resampled to 16 kHz) as :func:`speech_vectors`."""
-    samples, rate = read_wav(path, sample_rate=SAMPLE_RATE)
-    return speech_vectors(samples, rate, stack=stack)

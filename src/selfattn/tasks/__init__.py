@@ -1,4 +1,4 @@
-"""One road from a config to a prediction for every task type (issue 13's design).
+"""One road from a config to a prediction for every task type.
 
 >>> result, prepared = run(load_config(Path("configs/pos_wsj.toml")))
 >>> predictor = Predictor("runs/pos_wsj")
@@ -7,13 +7,17 @@
 'I/PRP saw/VBD a/DT saw/NN'
 
 A registered :class:`Task` per task type (:data:`TASKS`: ``token``, ``sequence``,
-``regression``, ``multilabel``, ``seq2seq``) prepares the data, builds the model, gives
-the loss and the development metrics, reads a user's input, predicts and extracts attention maps;
-:func:`prepare` / :func:`run` and :class:`Predictor` only ask it.
+``regression``, ``multilabel``, ``seq2seq``, ``bits``) prepares the data, builds the model,
+gives the loss and the development metrics, reads a user's input, predicts and extracts
+attention maps; :func:`prepare` / :func:`run` and :class:`Predictor` only ask it.
 """
 
 from __future__ import annotations
 
+# Every task type registers itself in TASKS when its module loads. They are imported here,
+# once: Python runs this file before any module of the package, so TASKS is full whichever
+# one a caller imports, and the road (run, predictor) never imports a task type itself.
+from selfattn.tasks.bits import BitsTask
 from selfattn.tasks.labelling import LabelTask, RegressionTask, SequenceTask, TokenTask
 from selfattn.tasks.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
 from selfattn.tasks.multilabel import MultiLabelTask
@@ -33,6 +37,7 @@ from selfattn.tasks.task import (
 __all__ = [
     "TASKS",
     "AttentionFigure",
+    "BitsTask",
     "Decoded",
     "LabelTask",
     "MultiLabelTask",

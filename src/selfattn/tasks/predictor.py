@@ -21,7 +21,6 @@ from selfattn.data.readers.user_input import (
 from selfattn.data.types import Example
 from selfattn.models.task_model import TaskSpec
 from selfattn.tasks.inputs import text_inputs
-from selfattn.tasks.run import prepare  # noqa: F401  (registers the task types)
 from selfattn.tasks.task import AttentionFigure, Task, task_named
 from selfattn.train.checkpoint import load_model
 from selfattn.train.run_dir import checkpoint_in

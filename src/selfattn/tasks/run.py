@@ -21,12 +21,6 @@ from selfattn.train.distributed import share
 from selfattn.train.loop import TrainResult, train
 from selfattn.train.run_dir import checkpoint_in
 
-# Importing the task modules registers them.
-from selfattn.tasks import bits as _bits  # noqa: F401  isort: skip
-from selfattn.tasks import labelling as _labelling  # noqa: F401  isort: skip
-from selfattn.tasks import multilabel as _multilabel  # noqa: F401  isort: skip
-from selfattn.tasks import seq2seq as _seq2seq  # noqa: F401  isort: skip
-
 
 def declared_task(config: Config) -> str | None:
     """The task type ``config`` names (``data.task``, else its recipe's), or ``None``

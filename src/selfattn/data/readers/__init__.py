@@ -3,6 +3,7 @@ user's input to a trained model.
 
 * :mod:`.formats` — ``word/TAG`` text, CoNLL-U, ``label,text`` CSV/TSV, ``.npz`` vector
   sets, sktime ``.ts``, ``source<TAB>target`` parallel text;
+* :mod:`.audio` — WAV and FLAC files as samples, and the speech front end on a file;
 * :mod:`.wav_csv` — a CSV of WAV files and their labels;
 * :mod:`.loading` — :func:`~selfattn.data.readers.loading.load_dataset`;
 * :mod:`.user_input` — a user's input to a trained model (``selfattn predict``), read as

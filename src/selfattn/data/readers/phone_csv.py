@@ -83,7 +83,8 @@ def read_phone_csv(path: Path) -> list[Example]:
             recording's frame count (both counts named); a label file's own problems
             name its line (:func:`read_phone_labels`).
     """
-    from selfattn.speech.features import SAMPLE_RATE, num_frames, read_audio
+    from selfattn.data.readers.audio import read_audio
+    from selfattn.speech.features import SAMPLE_RATE, num_frames
     from selfattn.speech.frontend import speech_vectors
 
     examples = []

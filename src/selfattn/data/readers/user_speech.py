@@ -11,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from selfattn.data.readers.audio import read_audio
 from selfattn.data.readers.user_description import InputDescription, check_width
 from selfattn.data.readers.wav_csv import is_wav_csv
 from selfattn.data.specials import NO_LABEL
 from selfattn.data.types import DataError, Example
-from selfattn.speech.features import SAMPLE_RATE, num_frames, read_audio
+from selfattn.speech.features import SAMPLE_RATE, num_frames
 from selfattn.speech.frontend import N_MELS, STACK, speech_vectors
 
 #: Frames per vector the front end makes: the recipes' 30 ms vectors, or every 10 ms frame
@@ -38,7 +39,7 @@ def is_wav_folder(train: str | None) -> bool:
 def read_speech(path: Path, description: InputDescription, source: str) -> Example:
     """The recipes' front end on the file's samples at 16 kHz; another rate is resampled
     first, as a user's training WAVs are
-    (:func:`~selfattn.speech.frontend.speech_vectors_file`).
+    (:func:`~selfattn.data.readers.audio.speech_vectors_file`).
 
     Returns:
         An unlabelled example of ``features`` ``(L, stack · N_MELS)`` float32 (the

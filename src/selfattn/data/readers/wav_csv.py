@@ -44,7 +44,7 @@ def read_wav_csv(path: Path, *, seq2seq: bool = False) -> list[Example]:
         DataError: ``path:line: problem`` for a row without two cells, an empty label, a
             missing or unreadable WAV file, or a recording shorter than one vector.
     """
-    from selfattn.speech.frontend import speech_vectors_file
+    from selfattn.data.readers.audio import speech_vectors_file
 
     examples = []
     for where, (wav, label) in two_cell_rows(path, WAV_CSV_HEADER):

@@ -4,7 +4,7 @@ recipes of the ``bits`` task: a vector in, a vector of bits out, at every step.
 ``copy``: a sequence of 1–10 random 8-bit vectors, then a delimiter; the model must then
 write the sequence back with no input. ``repeat-copy``: the same, then the number of
 repeats (1–10, given as repeats / 10), and the sequence is to be written that many times,
-then an end marker. The layout is :func:`selfattn.memory.copy_task.copy_batch`'s.
+then an end marker. The layout is :func:`selfattn.data.copy_task.copy_batch`'s.
 
 Each example's ``features`` are its ``(T, 10)`` input vectors (8 bits, the delimiter
 channel, the repeat-count channel) and its ``label`` holds, per step, the 9 bits due there
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import torch
 
+from selfattn.data.copy_task import copy_batch
 from selfattn.data.fetch.sources import GeneratedSource
 from selfattn.data.registry import Recipe, register
 from selfattn.data.types import DatasetSplits, Example
-from selfattn.memory.copy_task import copy_batch
 
 BITS = 8
 MAX_REPEATS = 10

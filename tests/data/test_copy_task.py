@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from selfattn.memory.copy_task import bits_wrong, copy_batch, copy_loss
+from selfattn.data.copy_task import bits_wrong, copy_batch, copy_loss
 
 
 def test_copy_asks_for_the_sequence_after_the_delimiter() -> None:
