@@ -40,16 +40,12 @@ def train_one(score: str, normalizer: str, args: argparse.Namespace) -> dict[str
             "dev_accuracy": (result.best or {}).get("dev_accuracy"),
         }
 
-    settings = [
-        f"model.score={json.dumps(score)}",
-        f"model.normalizer={json.dumps(normalizer)}",
-    ]
+    settings = [f"model.score={json.dumps(score)}", f"model.normalizer={json.dumps(normalizer)}"]
     return trained_row(args, f"{score}-{normalizer}", settings, describe, RESULT)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    run_arguments(parser, "configs/sentiment_rt.toml", "runs/attention_options")
+    parser = run_arguments(__doc__, "configs/sentiment_rt.toml", "runs/attention_options")
     parser.add_argument("--scores", default=",".join(SCORES))
     parser.add_argument("--normalizers", default=",".join(NORMALIZERS))
     args = parser.parse_args()

@@ -39,7 +39,7 @@ from torch import Tensor, nn
 from selfattn.config import load_config
 from selfattn.data import Batch, batches
 from selfattn.models.options import ModelConfig
-from selfattn.models.task_model import build_model
+from selfattn.models.task_model import build_model_from_spec
 from selfattn.tasks import Prepared, prepare
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "solubility.toml"
@@ -119,17 +119,7 @@ class Ours(nn.Module):
 
     def __init__(self, prepared: Prepared, config: ModelConfig) -> None:
         super().__init__()
-        spec = prepared.spec
-        self.model = build_model(
-            config,
-            task="sequence",
-            vocab_size=None,
-            char_vocab_size=None,
-            feature_dim=spec.feature_dim,
-            num_labels=spec.num_labels,
-            max_len=spec.max_len,
-            edge_dim=spec.edge_dim,
-        )
+        self.model = build_model_from_spec(config, prepared.spec)  # solubility: "sequence"
 
     def forward(self, batch: GraphBatch) -> Tensor:
         return self.model(batch.padded)

@@ -104,25 +104,30 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def build_model(args: argparse.Namespace) -> Seq2SeqTransformer:
-    """A random encoder–decoder of the benchmark's size, in eval mode."""
+def seq2seq(
+    args: argparse.Namespace, num_layers: int, source_len: int, *, norm_first: bool, **options: bool
+) -> Seq2SeqTransformer:
+    """A random encoder–decoder (seed 0) of ``--embed-dim``, ``--num-heads``, ``--ffn-dim``
+    and ``--vocab`` with sinusoidal positions, ``num_layers`` + ``num_layers`` layers, for
+    sources of ``source_len`` tokens, in eval mode; ``options``: the
+    :class:`Seq2SeqTransformer` options (``length_predictor`` …)."""
     torch.manual_seed(0)
     stack = StackConfig(
         args.embed_dim,
         args.num_heads,
         args.ffn_dim,
-        num_layers=args.num_layers,
+        num_layers=num_layers,
         positional="sinusoidal",
-        max_len=max(args.tokens, args.source_len),
-        norm_first=True,
+        max_len=max(args.tokens, source_len),
+        norm_first=norm_first,
     )
-    model = Seq2SeqTransformer(
-        stack,
-        decoder_like(stack),
-        target_vocab_size=args.vocab,
-        source_vocab_size=args.vocab,
-        length_predictor=True,
-    ).eval()
+    vocab = {"target_vocab_size": args.vocab, "source_vocab_size": args.vocab}
+    return Seq2SeqTransformer(stack, decoder_like(stack), **vocab, **options).eval()
+
+
+def build_model(args: argparse.Namespace) -> Seq2SeqTransformer:
+    """A random pre-LN encoder–decoder of the benchmark's size, in eval mode."""
+    model = seq2seq(args, args.num_layers, args.source_len, norm_first=True, length_predictor=True)
     return place(model, args)
 
 
@@ -219,24 +224,8 @@ def build_pair(args: argparse.Namespace) -> tuple[Seq2SeqTransformer, nn.Module]
     same design holding the same weights, both in eval mode."""
     from transformers import MarianConfig, MarianMTModel
 
-    torch.manual_seed(0)
-    stack = StackConfig(
-        args.embed_dim,
-        args.num_heads,
-        args.ffn_dim,
-        num_layers=args.hf_layers,
-        positional="sinusoidal",
-        max_len=max(args.tokens, args.hf_source_len),
-        norm_first=False,
-    )
-    ours = Seq2SeqTransformer(
-        stack,
-        decoder_like(stack),
-        target_vocab_size=args.vocab,
-        source_vocab_size=args.vocab,
-        share_embeddings=True,
-        tie_output=True,
-    ).eval()
+    shared = {"share_embeddings": True, "tie_output": True}
+    ours = seq2seq(args, args.hf_layers, args.hf_source_len, norm_first=False, **shared)
     positions = ours.decoder.config.max_len
     config = MarianConfig(
         vocab_size=args.vocab,
@@ -272,6 +261,31 @@ def build_pair(args: argparse.Namespace) -> tuple[Seq2SeqTransformer, nn.Module]
     return ours, theirs
 
 
+def _layer_names(attention: dict[str, str], norms: dict[str, str]) -> dict[str, str]:
+    """Marian's name → ours of each module of a layer whose weights :func:`copy_weights`
+    copies: the attention projections, the feed-forward layers and the norms."""
+    projections = ("q_proj", "k_proj", "v_proj", "out_proj")
+    return {
+        **{f"{their}.{p}": f"{my}.{p}" for their, my in attention.items() for p in projections},
+        "fc1": "feedforward.in_proj",
+        "fc2": "feedforward.out_proj",
+        **norms,
+    }
+
+
+ENCODER_LAYER = _layer_names(
+    {"self_attn": "self_attn"}, {"self_attn_layer_norm": "norm1", "final_layer_norm": "norm2"}
+)
+DECODER_LAYER = _layer_names(
+    {"self_attn": "self_attn", "encoder_attn": "cross_attn"},
+    {
+        "self_attn_layer_norm": "norm1",
+        "encoder_attn_layer_norm": "norm2",
+        "final_layer_norm": "norm3",
+    },
+)
+
+
 @torch.no_grad()
 def copy_weights(ours: Seq2SeqTransformer, theirs: nn.Module, positions: int) -> None:
     """Load ours' weights into the Marian model (same layout but for names and its
@@ -282,29 +296,15 @@ def copy_weights(ours: Seq2SeqTransformer, theirs: nn.Module, positions: int) ->
     table = ours.decoder.absolute(torch.zeros(1, positions, ours.embed_dim), 0)[0]
     for stack in (model.encoder, model.decoder):
         stack.embed_positions.weight.copy_(table)
-    attention = ("q_proj", "k_proj", "v_proj", "out_proj")
-    for mine, layer in zip(ours.encoder.layers, model.encoder.layers, strict=True):
-        for name in attention:
-            getattr(layer.self_attn, name).load_state_dict(
-                getattr(mine.self_attn, name).state_dict()
-            )
-        layer.fc1.load_state_dict(mine.feedforward.in_proj.state_dict())
-        layer.fc2.load_state_dict(mine.feedforward.out_proj.state_dict())
-        layer.self_attn_layer_norm.load_state_dict(mine.norm1.state_dict())
-        layer.final_layer_norm.load_state_dict(mine.norm2.state_dict())
-    for mine, layer in zip(ours.decoder.layers, model.decoder.layers, strict=True):
-        for name in attention:
-            getattr(layer.self_attn, name).load_state_dict(
-                getattr(mine.self_attn, name).state_dict()
-            )
-            getattr(layer.encoder_attn, name).load_state_dict(
-                getattr(mine.cross_attn, name).state_dict()
-            )
-        layer.fc1.load_state_dict(mine.feedforward.in_proj.state_dict())
-        layer.fc2.load_state_dict(mine.feedforward.out_proj.state_dict())
-        layer.self_attn_layer_norm.load_state_dict(mine.norm1.state_dict())
-        layer.encoder_attn_layer_norm.load_state_dict(mine.norm2.state_dict())
-        layer.final_layer_norm.load_state_dict(mine.norm3.state_dict())
+    stacks = (
+        (ours.encoder, model.encoder, ENCODER_LAYER),
+        (ours.decoder, model.decoder, DECODER_LAYER),
+    )
+    for mine_stack, their_stack, names in stacks:
+        for mine, layer in zip(mine_stack.layers, their_stack.layers, strict=True):
+            for their_name, my_name in names.items():
+                weights = mine.get_submodule(my_name).state_dict()
+                layer.get_submodule(their_name).load_state_dict(weights)
 
 
 def check_pair(ours: Seq2SeqTransformer, theirs: nn.Module, args: argparse.Namespace) -> float:

@@ -68,16 +68,12 @@ def train_one(recipe: str, hops: int, args: argparse.Namespace) -> dict[str, Any
             "support_hits": support_hits(predictor, recipe),
         }
 
-    settings = [
-        f"data.dataset={json.dumps(recipe)}",
-        f"model.num_layers={hops}",
-    ]
+    settings = [f"data.dataset={json.dumps(recipe)}", f"model.num_layers={hops}"]
     return trained_row(args, f"{recipe}-{hops}hop", settings, describe, RESULT)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    run_arguments(parser, "configs/qa_memn2n.toml", "runs/memn2n_babi")
+    parser = run_arguments(__doc__, "configs/qa_memn2n.toml", "runs/memn2n_babi")
     parser.add_argument("--recipes", default="qa1,qa2,qa3")
     parser.add_argument("--hops", default="1,2,3")
     args = parser.parse_args()

@@ -95,8 +95,7 @@ def train_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    run_arguments(parser, "configs/phones_espeak.toml", "runs/phones")
+    parser = run_arguments(__doc__, "configs/phones_espeak.toml", "runs/phones")
     parser.add_argument("--rows", default=",".join(ROWS), help=f"of {', '.join(ROWS)}")
     args = parser.parse_args()
     unknown = [name for name in args.rows.split(",") if name not in ROWS]

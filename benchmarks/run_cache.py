@@ -15,15 +15,18 @@ from selfattn.tasks import Predictor, run
 from selfattn.train.loop import TrainResult
 
 
-def run_arguments(parser: argparse.ArgumentParser, config: str, out: str) -> None:
-    """The options every such script takes: its config and output folder, the seed, the
-    threads of every run, ``--set`` overrides and ``--no-progress``."""
+def run_arguments(doc: str, config: str, out: str) -> argparse.ArgumentParser:
+    """The parser of a script whose docstring is ``doc`` (its first paragraph describes
+    the script), with the options every such script takes: its config and output folder,
+    the seed, the threads of every run, ``--set`` overrides and ``--no-progress``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=Path(config))
     parser.add_argument("--out", type=Path, default=Path(out))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="train.threads of every run")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--no-progress", action="store_true")
+    return parser
 
 
 def trained_row(

@@ -3,35 +3,18 @@ at a tiny size, and the Marian twin computes what ours computes."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
-pytest.importorskip("transformers")
+from ..helpers_scripts import load_script
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+pytest.importorskip("transformers")
 
 
 def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(autouse=True)
-def keep_threads() -> Iterator[None]:
-    """The benchmarks set torch's thread count; give the other tests theirs back."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
+    return load_script(f"benchmarks/{name}.py")
 
 
 def argv(line: str) -> list[str]:
@@ -74,17 +57,31 @@ def test_kv_cache_hf_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_kv_cache_tables_run_on_cuda_in_bf16(capsys: pytest.CaptureFixture[str]) -> None:
-    bench = load("kv_cache")
-    bench.main(
-        argv(
+@pytest.mark.parametrize(
+    ("name", "line", "expected"),
+    [
+        (
+            "kv_cache",
             "--quick --device cuda --dtype bfloat16 --embed-dim 32 --num-heads 2 --ffn-dim 64 "
-            "--num-layers 1 --hf-layers 1 --vocab 200 --batches 2 --hf-batches 2"
-        )
-    )
+            "--num-layers 1 --hf-layers 1 --vocab 200 --batches 2 --hf-batches 2",
+            "decoder calls at 8 tokens 8/8",
+        ),
+        (
+            "train_throughput",
+            "--sizes tiny --shapes 2x16 --vocab 300 --steps 2 --warmup 1 --threads 1 "
+            "--device cuda --dtype bfloat16",
+            "ours/HF",
+        ),
+    ],
+    ids=["kv_cache", "train_throughput"],
+)
+def test_tables_run_on_cuda_in_bf16(
+    capsys: pytest.CaptureFixture[str], name: str, line: str, expected: str
+) -> None:
+    load(name).main(argv(line))
     out = capsys.readouterr().out
     assert "bfloat16 on cuda" in out
-    assert "decoder calls at 8 tokens 8/8" in out
+    assert expected in out
 
 
 def test_kv_cache_refuses_bf16_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
@@ -93,21 +90,6 @@ def test_kv_cache_refuses_bf16_on_the_cpu(capsys: pytest.CaptureFixture[str]) ->
         bench.parse_args(argv("--dtype bfloat16"))
     assert exit_info.value.code == 2
     assert "on the CPU" in capsys.readouterr().err
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_train_throughput_runs_on_cuda_in_bf16(capsys: pytest.CaptureFixture[str]) -> None:
-    bench = load("train_throughput")
-    bench.main(
-        argv(
-            "--sizes tiny --shapes 2x16 --vocab 300 --steps 2 --warmup 1 --threads 1 "
-            "--device cuda --dtype bfloat16"
-        )
-    )
-    out = capsys.readouterr().out
-    assert "bfloat16 on cuda" in out
-    assert "ours/HF" in out
 
 
 def test_train_throughput_reports_both_placements(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -13,18 +11,11 @@ from torch import nn
 from selfattn.config import load_config
 from selfattn.tasks import prepare
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..helpers_scripts import ROOT, load_script
 
 
 def load_reference() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "benchmarks_seq2seq_reference", ROOT / "benchmarks" / "seq2seq_reference.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/seq2seq_reference.py")
 
 
 @pytest.mark.parametrize(

@@ -3,38 +3,23 @@ there in one line."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-import torch
 
 from ..cli.test_cli_seq2seq import _config
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from ..helpers_scripts import load_script
 
 
 def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "benchmarks_train_precision", BENCHMARKS / "train_precision.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/train_precision.py")
 
 
 def test_float32_on_the_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    threads = torch.get_num_threads()
-    try:
-        config = str(_config(tmp_path, tmp_path / "run", epochs=1))
-        flags = ["--device", "cpu", "--steps", "2", "--warmup", "1", "--repeats", "2", "--dev", "8"]
-        load().main(["--config", config, *flags])
-    finally:
-        torch.set_num_threads(threads)
+    config = str(_config(tmp_path, tmp_path / "run", epochs=1))
+    flags = ["--device", "cpu", "--steps", "2", "--warmup", "1", "--repeats", "2", "--dev", "8"]
+    load().main(["--config", config, *flags])  # tests/conftest.py puts the threads back
     out = capsys.readouterr().out.splitlines()
     row = next(line.split() for line in out if line.startswith("float32"))
     assert float(row[1].replace(",", "")) > 0 and row[2] == "1.00"

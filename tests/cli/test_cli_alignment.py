@@ -4,7 +4,7 @@ decoder family, and the one-line refusals of settings that cannot apply."""
 from __future__ import annotations
 
 import json
-import random
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -12,62 +12,27 @@ import pytest
 from selfattn.cli.main import main
 from selfattn.tasks import Predictor
 
-SYMBOLS = ["a", "b", "c", "d", "e", "f"]
-TRANSFORMER = """embed_dim = 16
-num_heads = 2
-num_layers = 1
-ffn_dim = 32
-dropout = 0.0"""
-RNN = """architecture = "rnn"
-embed_dim = 16
-num_layers = 1
-ffn_dim = 16
-dropout = 0.0"""
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, one_line_error, set_flags, write_config
+from ..helpers_data import write_pairs
+
+#: ``[model]`` of each decoder family.
+TRANSFORMER = TINY_MODEL
+RNN = {"architecture": "rnn", **TINY_MODEL, "num_heads": None, "ffn_dim": 16}
 
 
-def _copies(path: Path, count: int, seed: int) -> Path:
-    """``source<TAB>target`` lines where the target is the source: a monotonic alignment."""
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(count):
-        words = " ".join(rng.choice(SYMBOLS) for _ in range(rng.randint(2, 5)))
-        lines.append(f"{words}\t{words}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def _config(tmp_path: Path, model: str, seq2seq: str) -> Path:
-    train = _copies(tmp_path / "train.tsv", 96, 0)
-    dev = _copies(tmp_path / "dev.tsv", 16, 1)
-    config = tmp_path / "copy.toml"
-    config.write_text(
-        f"""run_dir = "{tmp_path / "run"}"
-
-[data]
-dataset = "{train}"
-dev = "{dev}"
-test = "{dev}"
-task = "seq2seq"
-batch_size = 32
-max_len = 8
-
-[model]
-{model}
-
-[seq2seq]
-{seq2seq}
-
-[train]
-epochs = 1
-lr = 3e-3
-warmup_steps = 2
-seed = 0
-device = "cpu"
-threads = 1
-""",
-        encoding="utf-8",
+def _config(tmp_path: Path, model: Mapping[str, object], seq2seq: str) -> Path:
+    """``model`` and ``seq2seq`` (TOML lines) on copies, ``source<TAB>source`` lines: a
+    monotonic alignment."""
+    dev = write_pairs(tmp_path / "dev.tsv", 16, 1, reverse=False)
+    data = {"dataset": write_pairs(tmp_path / "train.tsv", 96, 0, reverse=False), "dev": dev}
+    return write_config(
+        tmp_path / "copy.toml",
+        run_dir=tmp_path / "run",
+        data={**data, "test": dev, "task": "seq2seq", "batch_size": 32, "max_len": 8},
+        model=model,
+        seq2seq=seq2seq,
+        train={**QUICK_TRAIN, "epochs": 1},
     )
-    return config
 
 
 @pytest.mark.parametrize(
@@ -79,7 +44,11 @@ threads = 1
     ids=["transformer-forward", "rnn-location"],
 )
 def test_train_and_eval_round_trip(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, seq2seq: str, kind: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    model: Mapping[str, object],
+    seq2seq: str,
+    kind: str,
 ) -> None:
     config = _config(tmp_path, model, seq2seq)
     assert main(["train", str(config), "--no-progress"]) == 0
@@ -117,13 +86,11 @@ def test_train_and_eval_round_trip(
 def test_settings_that_cannot_apply_are_one_line_errors(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    model: str,
+    model: Mapping[str, object],
     settings: list[str],
     words: str,
 ) -> None:
     config = _config(tmp_path, model, "")
-    flags = [flag for setting in settings for flag in ("--set", setting)]
-    assert main(["train", str(config), *flags, "--no-progress"]) == 2
-    error = capsys.readouterr().err.strip()
-    assert len(error.splitlines()) == 1 and words in error
+    error = one_line_error(capsys, ["train", str(config), *set_flags(*settings), "--no-progress"])
+    assert words in error
     assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -11,35 +11,26 @@ import pytest
 from selfattn.cli.main import main
 from selfattn.data.recipes import Recipe
 
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, set_flags, write_config
+
+#: A 2-layer graph Transformer, no positional encoding (a graph's nodes have no order).
+MODEL = {
+    "architecture": "graph",
+    **TINY_MODEL,
+    "num_layers": 2,
+    "dropout": None,
+    "positional": "none",
+}
+
 
 def _config(tmp_path: Path, dataset: str) -> Path:
-    config = tmp_path / f"{dataset}.toml"
-    config.write_text(
-        f"""run_dir = "{tmp_path / "run"}"
-
-[data]
-dataset = "{dataset}"
-batch_size = 32
-
-[model]
-architecture = "graph"
-embed_dim = 16
-num_heads = 2
-num_layers = 2
-ffn_dim = 32
-positional = "none"
-
-[train]
-epochs = 2
-lr = 3e-3
-warmup_steps = 2
-seed = 0
-threads = 1
-device = "cpu"
-""",
-        encoding="utf-8",
+    return write_config(
+        tmp_path / f"{dataset}.toml",
+        run_dir=tmp_path / "run",
+        data={"dataset": dataset, "batch_size": 32},
+        model=MODEL,
+        train={**QUICK_TRAIN, "epochs": 2},
     )
-    return config
 
 
 @pytest.mark.parametrize(
@@ -60,8 +51,7 @@ def test_graph_task_trains_and_evaluates(
 ) -> None:
     fetched(dataset)
     config = _config(tmp_path, dataset)
-    sets = [arg for override in overrides for arg in ("--set", override)]
-    assert main(["train", str(config), "--no-progress", *sets]) == 0
+    assert main(["train", str(config), "--no-progress", *set_flags(*overrides)]) == 0
     assert f"dev {metric}" in capsys.readouterr().out
     assert main(["eval", str(tmp_path / "run"), "--split", "test"]) == 0
     metrics = json.loads(capsys.readouterr().out)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shlex
 import shutil
@@ -23,49 +22,26 @@ import torch
 from selfattn.cli.main import main
 from selfattn.train import TIMING_KEYS, load_checkpoint
 
-WORDS = {"DT": ["the", "a"], "NN": ["saw", "dog", "cat"], "VBD": ["saw", "bit"], "PRP": ["I", "it"]}
+from ..helpers_cli import TINY_MODEL, write_config
+from ..helpers_data import write_tagged
+
 SELFATTN = [sys.executable, "-m", "selfattn.cli.main"]
 # Small and quick, yet 75 steps an epoch: time enough to stop a run in the middle of one.
 SETTINGS = ["--set", "train.threads=1", "--no-progress"]
 STEPS = 75
 
 
-def _tagged_file(path: Path, sentences: int, seed: int) -> Path:
-    rng = random.Random(seed)
-    pattern = ("PRP", "VBD", "DT", "NN")
-    lines = [" ".join(f"{rng.choice(WORDS[t])}/{t}" for t in pattern) for _ in range(sentences)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("data")
-    train = _tagged_file(folder / "train.txt", 8 * STEPS, 0)
-    dev = _tagged_file(folder / "dev.txt", 40, 1)
-    path = folder / "tiny.toml"
-    path.write_text(
-        f"""[data]
-dataset = "{train}"
-dev = "{dev}"
-test = "{dev}"
-batch_size = 8
-
-[model]
-embed_dim = 16
-num_heads = 2
-num_layers = 1
-ffn_dim = 32
-dropout = 0.1
-
-[train]
-epochs = 3
-warmup_steps = 4
-device = "cpu"
-""",
-        encoding="utf-8",
+    dev = write_tagged(folder / "dev.txt", 40, 1)
+    data = {"dataset": write_tagged(folder / "train.txt", 8 * STEPS, 0), "dev": dev}
+    return write_config(
+        folder / "tiny.toml",
+        data={**data, "test": dev, "batch_size": 8},
+        model={**TINY_MODEL, "dropout": 0.1},
+        train={"epochs": 3, "warmup_steps": 4, "device": "cpu"},
     )
-    return path
 
 
 def _start(config: Path, run_dir: Path, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:

@@ -17,6 +17,8 @@ from selfattn.data.specials import NO_LABELS
 from selfattn.tasks.predictor import Predictor
 from selfattn.tasks.set_metrics import set_scores
 
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, write_config
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 GROUPS = {"animal": ["cat", "dog"], "colour": ["red", "blue"], "number": ["one", "two"]}
@@ -38,34 +40,15 @@ def label_sets(path: Path, count: int, seed: int = 0) -> Path:
 
 
 def config_file(tmp_path: Path, *, task: str = "auto") -> Path:
-    config = tmp_path / f"{task}.toml"
-    config.write_text(
-        f"""run_dir = "{tmp_path / task}"
-
-[data]
-dataset = "{label_sets(tmp_path / "train.jsonl", 64)}"
-test = "{label_sets(tmp_path / "test.jsonl", 16, seed=1)}"
-task = "{task}"
-batch_size = 8
-
-[model]
-embed_dim = 16
-num_heads = 2
-num_layers = 1
-ffn_dim = 32
-dropout = 0.0
-
-[train]
-epochs = 3
-lr = 3e-3
-warmup_steps = 2
-seed = 0
-device = "cpu"
-threads = 1
-""",
-        encoding="utf-8",
+    dataset = label_sets(tmp_path / "train.jsonl", 64)
+    test = label_sets(tmp_path / "test.jsonl", 16, seed=1)
+    return write_config(
+        tmp_path / f"{task}.toml",
+        run_dir=tmp_path / task,
+        data={"dataset": dataset, "test": test, "task": task, "batch_size": 8},
+        model=TINY_MODEL,
+        train={**QUICK_TRAIN, "epochs": 3},
     )
-    return config
 
 
 def train(config: Path) -> int:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from selfattn.cli.main import main
+
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, set_flags, write_config
+from ..helpers_data import write_pairs, write_tagged, write_vector_sets
 
 TAGS = {"PRP": ["I", "it"], "VBD": ["saw", "bit"], "DT": ["the", "a"], "NN": ["dog", "cat"]}
 GOOD, BAD = ["warm", "funny", "best", "great"], ["dull", "long", "mess", "worst"]
@@ -24,13 +26,7 @@ GOOD, BAD = ["warm", "funny", "best", "great"], ["dull", "long", "mess", "worst"
 
 def tagged(path: Path, count: int, seed: int = 0) -> Path:
     """``word/TAG`` lines, four words each."""
-    rng = random.Random(seed)
-    lines = [
-        " ".join(f"{rng.choice(TAGS[tag])}/{tag}" for tag in ("PRP", "VBD", "DT", "NN"))
-        for _ in range(count)
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_tagged(path, count, seed, words=TAGS)
 
 
 def reviews(path: Path, count: int, seed: int = 0, *, numbers: bool = False) -> Path:
@@ -47,66 +43,30 @@ def reviews(path: Path, count: int, seed: int = 0, *, numbers: bool = False) -> 
 
 def pairs(path: Path, count: int, seed: int = 0) -> Path:
     """``source<TAB>target`` lines: a reversal."""
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(count):
-        source = [rng.choice("abcde") for _ in range(rng.randint(2, 4))]
-        lines.append(" ".join(source) + "\t" + " ".join(reversed(source)))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_pairs(path, count, seed, symbols="abcde", longest=4)
 
 
 def vector_sets(path: Path, count: int, seed: int = 0) -> Path:
     """An ``.npz`` of vector sets labelled by the sign of their mean."""
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(2, 6, size=count)
-    features = rng.normal(size=(int(lengths.sum()), 3)).astype(np.float32)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    labels = np.array(
-        [
-            "up" if features[s : s + n].mean() > 0 else "down"
-            for s, n in zip(starts, lengths, strict=True)
-        ]
+    return write_vector_sets(path, count, seed, largest=5)
+
+
+def config_file(
+    tmp_path: Path, dataset: Path, *, task: str = "auto", data: Mapping[str, object] = {}
+) -> Path:
+    """A tiny model's config for ``dataset`` (no dev file); ``data``: more ``[data]``
+    fields."""
+    return write_config(
+        tmp_path / "own.toml",
+        run_dir=tmp_path / "run",
+        data={"dataset": dataset, "task": task, "batch_size": 8, **data},
+        model=TINY_MODEL,
+        train={**QUICK_TRAIN, "epochs": 1},
     )
-    np.savez(path, features=features, lengths=lengths, labels=labels)
-    return path
-
-
-def config_file(tmp_path: Path, dataset: Path, *, task: str = "auto", data: str = "") -> Path:
-    """A tiny model's config for ``dataset`` (no dev file)."""
-    config = tmp_path / "own.toml"
-    config.write_text(
-        f"""run_dir = "{tmp_path / "run"}"
-
-[data]
-dataset = "{dataset}"
-task = "{task}"
-batch_size = 8
-{data}
-
-[model]
-embed_dim = 16
-num_heads = 2
-num_layers = 1
-ffn_dim = 32
-dropout = 0.0
-
-[train]
-epochs = 1
-lr = 3e-3
-warmup_steps = 2
-seed = 0
-device = "cpu"
-threads = 1
-""",
-        encoding="utf-8",
-    )
-    return config
 
 
 def train(config: Path, *overrides: str) -> int:
-    sets = [arg for override in ("train.threads=1", *overrides) for arg in ("--set", override)]
-    return main(["train", str(config), "--no-progress", *sets])
+    return main(["train", str(config), "--no-progress", *set_flags("train.threads=1", *overrides)])
 
 
 Writer = Callable[[Path, int], Path]
@@ -163,7 +123,7 @@ def test_dev_file_is_used_as_given(tmp_path: Path, capsys: pytest.CaptureFixture
     config = config_file(
         tmp_path,
         tagged(tmp_path / "train.txt", 20),
-        data=f'dev = "{tagged(tmp_path / "dev.txt", 5, seed=1)}"',
+        data={"dev": tagged(tmp_path / "dev.txt", 5, seed=1)},
     )
     assert train(config) == 0
     out = capsys.readouterr().out
@@ -175,7 +135,7 @@ def test_label_only_in_the_test_file_is_named(
 ) -> None:
     test = tmp_path / "test.txt"
     test.write_text("I/PRP saw/VBD a/DT dog/NN\nit/PRP bit/VBD the/DT cat/XX\n", encoding="utf-8")
-    config = config_file(tmp_path, tagged(tmp_path / "train.txt", 20), data=f'test = "{test}"')
+    config = config_file(tmp_path, tagged(tmp_path / "train.txt", 20), data={"test": test})
     assert train(config) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "test.txt:2" in err and "'XX'" in err
@@ -262,7 +222,7 @@ def test_token_task_reads_long_input_in_windows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     test = tagged(tmp_path / "test.txt", 4, seed=2)
-    config = config_file(tmp_path, tagged(tmp_path / "train.txt", 30), data=f'test = "{test}"')
+    config = config_file(tmp_path, tagged(tmp_path / "train.txt", 30), data={"test": test})
     assert train(config, "model.positional=learned", "data.max_len=6", "train.epochs=3") == 0
     capsys.readouterr()
     sentence = " ".join(["I saw the dog"] * 5)  # 20 words, windows of 6
@@ -282,7 +242,7 @@ def test_token_task_reads_long_input_in_windows(
 def tagger(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A one-layer tagger (trained with a dev file)."""
     tmp_path = tmp_path_factory.mktemp("tagger")
-    dev = f'dev = "{tagged(tmp_path / "dev.txt", 4, seed=1)}"'
+    dev = {"dev": tagged(tmp_path / "dev.txt", 4, seed=1)}
     assert train(config_file(tmp_path, tagged(tmp_path / "train.txt", 20), data=dev)) == 0
     return tmp_path / "run"
 

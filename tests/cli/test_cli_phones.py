@@ -9,7 +9,6 @@ written here: tone, noise and silence, labelled per frame from where they were p
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,38 +23,21 @@ from selfattn.data.recipes.phones import PhoneSpec, phones_builder
 from selfattn.speech.alignment import frame_labels
 from selfattn.speech.features import SAMPLE_RATE, num_frames
 
-CONFIG = """run_dir = "{run}"
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, one_line_error, train_and_eval, write_config
 
-[data]
-dataset = "{dataset}"
-batch_size = 4
-max_len = 400
-
-[model]
-architecture = "transformer"
-embed_dim = 32
-num_heads = 2
-num_layers = 1
-ffn_dim = 64
-dropout = 0.0
-attention = "window"
-attention_size = 4
-
-[train]
-epochs = {epochs}
-lr = 3e-3
-warmup_steps = 2
-seed = 0
-threads = 1
-device = "cpu"
-"""
+#: A one-layer Transformer of width 32 whose frames attend within a window.
+MODEL = {"architecture": "transformer", **TINY_MODEL, "embed_dim": 32, "ffn_dim": 64}
+WINDOW = {"attention": "window", "attention_size": 4}
 
 
-def _config(tmp_path: Path, dataset: str, epochs: int = 1) -> Path:
-    path = tmp_path / "run.toml"
-    run = tmp_path / "run"
-    path.write_text(CONFIG.format(run=run, dataset=dataset, epochs=epochs), encoding="utf-8")
-    return path
+def _config(tmp_path: Path, dataset: str, epochs: int = 1, test: Path | None = None) -> Path:
+    return write_config(
+        tmp_path / "run.toml",
+        run_dir=tmp_path / "run",
+        data={"dataset": dataset, "batch_size": 4, "max_len": 400, "test": test},
+        model={**MODEL, **WINDOW},
+        train={**QUICK_TRAIN, "epochs": epochs},
+    )
 
 
 def _recording(folder: Path, name: str, seed: int) -> int:
@@ -83,24 +65,12 @@ def _manifest(folder: Path, names: list[str]) -> Path:
     return path
 
 
-def _train_eval(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, float]:
-    assert main(["train", str(config), "--no-progress"]) == 0
-    capsys.readouterr()
-    assert main(["eval", str(config.parent / "run"), "--split", "test"]) == 0
-    metrics: dict[str, float] = json.loads(capsys.readouterr().out)
-    return metrics
-
-
 def test_user_phone_files_train_evaluate_and_predict_a_label_per_frame(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     frames = [_recording(tmp_path, f"u{i}", seed=i) for i in range(8)]
     _manifest(tmp_path, [f"u{i}" for i in range(8)])
-    config = _config(tmp_path, str(tmp_path), epochs=12)
-    config.write_text(
-        config.read_text().replace("max_len = 400", f'max_len = 400\ntest = "{tmp_path}"')
-    )
-    metrics = _train_eval(config, capsys)
+    metrics = train_and_eval(_config(tmp_path, str(tmp_path), epochs=12, test=tmp_path), capsys)
     assert metrics["count"] == sum(frames)  # every frame of every recording scored once
     assert metrics["accuracy"] > 0.6  # tone, noise and silence are easy to tell apart
     assert main(["predict", str(tmp_path / "run"), str(tmp_path / "u0.wav")]) == 0
@@ -109,10 +79,7 @@ def test_user_phone_files_train_evaluate_and_predict_a_label_per_frame(
 
 
 def _bad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    assert main(["train", str(_config(tmp_path, str(tmp_path / "phones.csv")))]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err
-    return err
+    return one_line_error(capsys, ["train", str(_config(tmp_path, str(tmp_path / "phones.csv")))])
 
 
 def test_audio_shorter_than_one_frame_is_refused(
@@ -174,7 +141,7 @@ def test_recipe_trains_and_scores_every_test_frame(
     small = PhoneSpec(per_voice=1, accents=ACCENTS[:1])
     recipe = dataclasses.replace(RECIPES["phones-espeak"], build=phones_builder(small))
     monkeypatch.setitem(RECIPES, "phones-espeak", recipe)
-    metrics = _train_eval(_config(tmp_path, "phones-espeak"), capsys)
+    metrics = train_and_eval(_config(tmp_path, "phones-espeak"), capsys)
     test = recipe.load().test
     assert len(test) == 2  # the test voices m3 and f2 of one accent
     assert metrics["count"] == sum(len(e.label) for e in test)  # a label per frame

@@ -14,47 +14,22 @@ from selfattn.cli.main import main
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.tasks import Predictor, Seq2SeqTask
 
-from .test_cli_seq2seq import SYMBOLS, _pairs  # the reversal pairs of the Transformer test
+from ..helpers_cli import train_and_resume, write_config
+from .test_cli_seq2seq import SYMBOLS, TRAIN, reversal_data  # the Transformer test's task
 
 
 def _config(tmp_path: Path, run_dir: Path, *, epochs: int, extra: str = "") -> Path:
-    train = _pairs(tmp_path / "train.tsv", 300, 0)
-    dev = _pairs(tmp_path / "dev.tsv", 30, 1)
-    config = tmp_path / "reverse_rnn.toml"
-    config.write_text(
-        f"""run_dir = "{run_dir}"
-
-[data]
-dataset = "{train}"
-dev = "{dev}"
-test = "{dev}"
-task = "seq2seq"
-batch_size = 32
-max_len = 12
-
-[model]
-architecture = "rnn"
-rnn_cell = "lstm"
-embed_dim = 24
-num_layers = 1
-ffn_dim = 32
-dropout = 0.0
-score = "additive"
-
-[seq2seq]
-{extra}
-
-[train]
-epochs = {epochs}
-lr = 3e-3
-warmup_steps = 10
-seed = 0
-device = "cpu"
-threads = 1
-""",
-        encoding="utf-8",
+    """An LSTM encoder–decoder with additive attention on 300 reversal pairs; ``extra``:
+    ``[seq2seq]`` lines."""
+    model = {"architecture": "rnn", "rnn_cell": "lstm", "embed_dim": 24, "num_layers": 1}
+    return write_config(
+        tmp_path / "reverse_rnn.toml",
+        run_dir=run_dir,
+        data=reversal_data(tmp_path, 300, 30),
+        model={**model, "ffn_dim": 32, "dropout": 0.0, "score": "additive"},
+        seq2seq=extra,
+        train={**TRAIN, "epochs": epochs},
     )
-    return config
 
 
 @pytest.mark.slow
@@ -63,10 +38,7 @@ def test_train_resume_eval_predict_attention(
 ) -> None:
     run_dir = tmp_path / "run"
     config = _config(tmp_path, run_dir, epochs=2)
-    assert main(["train", str(config), "--no-progress"]) == 0
-    assert main(["train", str(config), "--resume", "--set", "train.epochs=3", "--no-progress"]) == 0
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3]
+    train_and_resume(config, run_dir, first=2, last=3)
     capsys.readouterr()
 
     decodings = set()

@@ -4,7 +4,6 @@ one-line errors, on a reversal task the test writes as ``source<TAB>target`` lin
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,56 +15,43 @@ from selfattn.cli.main import main
 from selfattn.tasks import Predictor, Seq2SeqTask
 from selfattn.tasks.seq2seq import task as seq2seq_task
 
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, train_and_resume, write_config
+from ..helpers_data import write_pairs
+
 SYMBOLS = ["a", "b", "c", "d", "e", "f"]
+#: The [train] section of the reversal runs of this file and test_cli_rnn.py.
+TRAIN = {**QUICK_TRAIN, "warmup_steps": 10}
 
 
 def _pairs(path: Path, count: int, seed: int) -> Path:
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(count):
-        source = [rng.choice(SYMBOLS) for _ in range(rng.randint(2, 5))]
-        lines.append(" ".join(source) + "\t" + " ".join(reversed(source)))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    """``count`` reversal pairs of 2 to 5 :data:`SYMBOLS`."""
+    return write_pairs(path, count, seed, symbols=SYMBOLS)
 
 
 def _config(tmp_path: Path, run_dir: Path, *, epochs: int, extra: str = "") -> Path:
-    train = _pairs(tmp_path / "train.tsv", 400, 0)
-    dev = _pairs(tmp_path / "dev.tsv", 40, 1)
-    config = tmp_path / "reverse.toml"
-    config.write_text(
-        f"""run_dir = "{run_dir}"
-
-[data]
-dataset = "{train}"
-dev = "{dev}"
-test = "{dev}"
-task = "seq2seq"
-batch_size = 32
-max_len = 12
-
-[model]
-embed_dim = 32
-num_heads = 2
-num_layers = 2
-ffn_dim = 64
-dropout = 0.0
-
-[seq2seq]
-nat = true
-{extra}
-
-[train]
-epochs = {epochs}
-lr = 3e-3
-warmup_steps = 10
-seed = 0
-device = "cpu"
-threads = 1
-""",
-        encoding="utf-8",
+    """A 2-layer Transformer with a length predictor on 400 reversal pairs; ``extra``:
+    more ``[seq2seq]`` lines."""
+    return write_config(
+        tmp_path / "reverse.toml",
+        run_dir=run_dir,
+        data=reversal_data(tmp_path, 400, 40),
+        model={**TINY_MODEL, "embed_dim": 32, "num_layers": 2, "ffn_dim": 64},
+        seq2seq="nat = true\n" + extra,
+        train={**TRAIN, "epochs": epochs},
     )
-    return config
+
+
+def reversal_data(tmp_path: Path, train: int, dev: int) -> dict[str, object]:
+    """``[data]`` of a reversal run: ``train`` pairs, and ``dev`` more as dev and test."""
+    dev_file = _pairs(tmp_path / "dev.tsv", dev, 1)
+    return {
+        "dataset": _pairs(tmp_path / "train.tsv", train, 0),
+        "dev": dev_file,
+        "test": dev_file,
+        "task": "seq2seq",
+        "batch_size": 32,
+        "max_len": 12,
+    }
 
 
 def counted(search: Callable[..., Any], sizes: list[int]) -> Callable[..., Any]:
@@ -84,10 +70,7 @@ def test_train_resume_eval_predict(
 ) -> None:
     run_dir = tmp_path / "run"
     config = _config(tmp_path, run_dir, epochs=2)
-    assert main(["train", str(config), "--no-progress"]) == 0
-    assert main(["train", str(config), "--resume", "--set", "train.epochs=3", "--no-progress"]) == 0
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3]
+    train_and_resume(config, run_dir, first=2, last=3)
     capsys.readouterr()
 
     results = {}

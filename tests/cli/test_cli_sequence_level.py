@@ -82,7 +82,7 @@ def test_resume_and_init_from_reuse_the_runs_bpe(tmp_path: Path) -> None:
 
 
 def test_a_resumed_classifier_reuses_its_bpe(tmp_path: Path) -> None:
-    config = config_file(tmp_path, reviews(tmp_path / "train.csv", 40), data="bpe_vocab_size = 30")
+    config = config_file(tmp_path, reviews(tmp_path / "train.csv", 40), data={"bpe_vocab_size": 30})
     assert main(["train", str(config), "--no-progress"]) == 0
     stored = Predictor(tmp_path / "run").task.state()
     assert stored["bpe"]

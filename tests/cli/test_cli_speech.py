@@ -8,63 +8,42 @@ cannot be fetched (no apt-get, no Debian mirror).
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
 
-from selfattn.cli.main import main
 from selfattn.data.recipes import RECIPES
 from selfattn.data.recipes.espeak import ACCENTS, ESPEAK_SOURCE, Espeak
 from selfattn.data.recipes.speech import SpokenSpec, spoken_builder
 from selfattn.data.types import DataError
 
-MODEL = """
-[model]
-architecture = "{architecture}"
-embed_dim = 32
-num_heads = 2
-num_layers = 1
-ffn_dim = 64
-dropout = 0.0
-positional = "sinusoidal"
-"""
-#: Sequence tasks pool their vectors; a seq2seq config that set this would be refused
-#: (a field its task ignores), so only sequence-task configs carry it.
-POOLING = 'pooling = "attention"\n'
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, train_and_eval, write_config
 
-TRAIN = """
-[train]
-epochs = {epochs}
-lr = 3e-3
-warmup_steps = 2
-seed = 0
-threads = 1
-device = "cpu"
-"""
+#: Sequence tasks pool their vectors; a seq2seq config that set ``pooling`` would be
+#: refused (a field its task ignores), so only sequence-task configs carry it.
+POOLING = {"pooling": "attention"}
 
 
 def _config(
-    tmp_path: Path, data: str, *, architecture: str = "transformer", epochs: int = 1
+    tmp_path: Path,
+    data: Mapping[str, object],
+    *,
+    architecture: str = "transformer",
+    epochs: int = 1,
 ) -> Path:
-    path = tmp_path / "run.toml"
-    text = f'run_dir = "{tmp_path / "run"}"\n\n[data]\n{data}\nbatch_size = 8\n'
-    model = MODEL.format(architecture=architecture)
-    if "digit-strings" not in data:
-        model += POOLING
-    path.write_text(text + model + TRAIN.format(epochs=epochs), encoding="utf-8")
-    return path
-
-
-def _train_and_eval(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, float]:
-    assert main(["train", str(config), "--no-progress"]) == 0
-    capsys.readouterr()
-    assert main(["eval", str(config.parent / "run"), "--split", "test"]) == 0
-    metrics: dict[str, float] = json.loads(capsys.readouterr().out)
-    return metrics
+    model = {"architecture": architecture, **TINY_MODEL, "embed_dim": 32, "ffn_dim": 64}
+    pooling = {} if "digit-strings" in str(data["dataset"]) else POOLING
+    return write_config(
+        tmp_path / "run.toml",
+        run_dir=tmp_path / "run",
+        data={**data, "batch_size": 8},
+        model={**model, "positional": "sinusoidal", **pooling},
+        train={**QUICK_TRAIN, "epochs": epochs},
+    )
 
 
 def _small(name: str, spec: SpokenSpec, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,8 +68,8 @@ def test_digits_espeak_trains(
     architecture: str,
 ) -> None:
     _small("digits-espeak", SpokenSpec(per_voice=5), monkeypatch)
-    config = _config(tmp_path, 'dataset = "digits-espeak"', architecture=architecture)
-    metrics = _train_and_eval(config, capsys)
+    config = _config(tmp_path, {"dataset": "digits-espeak"}, architecture=architecture)
+    metrics = train_and_eval(config, capsys)
     assert metrics["count"] == 10 and 0.0 <= metrics["accuracy"] <= 1.0  # 2 test voices × 5
 
 
@@ -98,8 +77,8 @@ def test_digit_strings_espeak_trains_and_scores_digit_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _small("digit-strings-espeak", SpokenSpec(per_voice=4, digits=(3, 5)), monkeypatch)
-    config = _config(tmp_path, 'dataset = "digit-strings-espeak"\nmax_len = 128', epochs=2)
-    metrics = _train_and_eval(config, capsys)
+    config = _config(tmp_path, {"dataset": "digit-strings-espeak", "max_len": 128}, epochs=2)
+    metrics = train_and_eval(config, capsys)
     assert metrics["count"] == 8 and 0.0 <= metrics["exact_match"] <= 1.0
     assert metrics["token_error_rate"] >= 0.0
 
@@ -116,8 +95,8 @@ def test_wav_folder_trains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         soundfile.write(folder / f"{i}.wav", tone.astype(np.float32), 16_000)
         rows.append(f"{i}.wav,{label}")
     (folder / "labels.csv").write_text("path,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    data = f'dataset = "{folder}"\ndev = "{folder}"\ntest = "{folder / "labels.csv"}"'
-    metrics = _train_and_eval(_config(tmp_path, data, epochs=3), capsys)
+    data = {"dataset": folder, "dev": folder, "test": folder / "labels.csv"}
+    metrics = train_and_eval(_config(tmp_path, data, epochs=3), capsys)
     assert metrics["count"] == 16 and metrics["accuracy"] >= 0.5
 
 
@@ -128,6 +107,6 @@ def test_speaker_jv_trains_with_the_conformer(
         RECIPES["speaker-jv"].fetch()
     except DataError as err:
         pytest.skip(f"speaker-jv cannot be fetched here ({err})")
-    data = 'dataset = "speaker-jv"\ntrain_fraction = 0.2'
-    metrics = _train_and_eval(_config(tmp_path, data, architecture="conformer"), capsys)
+    data = {"dataset": "speaker-jv", "train_fraction": 0.2}
+    metrics = train_and_eval(_config(tmp_path, data, architecture="conformer"), capsys)
     assert metrics["count"] == 370

@@ -3,60 +3,30 @@
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 
 from selfattn.cli.main import main
 
-WORDS = {"DT": ["the", "a"], "NN": ["saw", "dog", "cat"], "VBD": ["saw", "bit"], "PRP": ["I", "it"]}
-
-
-def _tagged_file(path: Path, sentences: int, seed: int) -> Path:
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(sentences):
-        pattern = [("PRP",), ("VBD",), ("DT",), ("NN",)]
-        lines.append(" ".join(f"{rng.choice(WORDS[tag])}/{tag}" for (tag,) in pattern))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, train_and_resume, write_config
+from ..helpers_data import write_tagged
 
 
 def _config(
     tmp_path: Path, run_dir: Path, *, epochs: int = 2, architecture: str = "transformer"
 ) -> Path:
-    train = _tagged_file(tmp_path / "train.txt", 64, 0)
-    dev = _tagged_file(tmp_path / "dev.txt", 16, 1)
-    config = tmp_path / "tiny.toml"
-    config.write_text(
-        f"""run_dir = "{run_dir}"
-
-[data]
-dataset = "{train}"
-dev = "{dev}"
-test = "{dev}"
-batch_size = 16
-
-[model]
-architecture = "{architecture}"
-embed_dim = 32
-num_heads = 2
-num_layers = 2
-ffn_dim = 64
-dropout = 0.0
-positional = "sinusoidal"
-
-[train]
-epochs = {epochs}
-lr = 3e-3
-warmup_steps = 4
-seed = 0
-device = "cpu"
-""",
-        encoding="utf-8",
+    """A 2-layer tagger on 64 tagged sentences (16 more as dev and test)."""
+    dev = write_tagged(tmp_path / "dev.txt", 16, 1)
+    data = {"dataset": write_tagged(tmp_path / "train.txt", 64, 0), "dev": dev, "test": dev}
+    model = {"architecture": architecture, **TINY_MODEL, "embed_dim": 32, "num_layers": 2}
+    return write_config(
+        tmp_path / "tiny.toml",
+        run_dir=run_dir,
+        data={**data, "batch_size": 16},
+        model={**model, "ffn_dim": 64, "positional": "sinusoidal"},
+        train={**QUICK_TRAIN, "epochs": epochs, "warmup_steps": 4, "threads": None},
     )
-    return config
 
 
 def test_train_resume_eval_predict_attention(
@@ -64,10 +34,7 @@ def test_train_resume_eval_predict_attention(
 ) -> None:
     run_dir = tmp_path / "run"
     config = _config(tmp_path, run_dir)
-    assert main(["train", str(config), "--no-progress", "--set", "train.epochs=1"]) == 0
-    assert main(["train", str(config), "--no-progress", "--resume", "--set", "train.epochs=6"]) == 0
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3, 4, 5, 6]
+    train_and_resume(config, run_dir, first=1, last=6)
     capsys.readouterr()
 
     assert main(["eval", str(run_dir), "--split", "test"]) == 0

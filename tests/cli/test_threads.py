@@ -7,7 +7,6 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,8 @@ import torch
 from selfattn import runtime
 from selfattn.cli import bench_cmd, demo, explore_cmd, export_cmd, main, model_cmds, toy
 from selfattn.config import load_config
+
+from ..helpers_cli import TINY_MODEL, write_config
 
 # command line (without --threads) → (module, name of the function it runs)
 COMMANDS = {
@@ -29,14 +30,7 @@ COMMANDS = {
     "export": (["export", "runs/x", "--format", "onnx", "-o", "m.onnx"], export_cmd, "run"),
     "explore": (["explore", "runs/x", "I saw a saw"], explore_cmd, "run"),
 }
-NOT_COMPUTING = {"data", "average"}
-
-
-@pytest.fixture(autouse=True)
-def _restore_threads() -> Iterator[None]:
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
+NOT_COMPUTING = {"config", "data", "average"}
 
 
 @pytest.fixture
@@ -216,27 +210,10 @@ def _tiny_config(tmp_path: Path, *, threads: int) -> Path:
     lines = ["I/PRP saw/VBD a/DT saw/NN", "it/PRP bit/VBD the/DT dog/NN"] * 8
     data = tmp_path / "tagged.txt"
     data.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    config = tmp_path / "tiny.toml"
-    config.write_text(
-        f"""run_dir = "{tmp_path / "run"}"
-
-[data]
-dataset = "{data}"
-dev = "{data}"
-batch_size = 8
-
-[model]
-architecture = "transformer"
-embed_dim = 16
-num_heads = 2
-num_layers = 1
-ffn_dim = 32
-
-[train]
-epochs = 1
-device = "cpu"
-threads = {threads}
-""",
-        encoding="utf-8",
+    return write_config(
+        tmp_path / "tiny.toml",
+        run_dir=tmp_path / "run",
+        data={"dataset": data, "dev": data, "batch_size": 8},
+        model={"architecture": "transformer", **TINY_MODEL, "dropout": None},
+        train={"epochs": 1, "device": "cpu", "threads": threads},
     )
-    return config

@@ -27,20 +27,14 @@ import pytest
 from selfattn.cli.main import main
 from selfattn.explore.page import render_page
 
+from ..helpers_scripts import load_script
 from ..train.test_distributed import write_run
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+# The screenshots of the docs are taken by the same browser, started the same way.
+LAUNCH_ARGS: list[str] = load_script("docs/explorer_screenshots.py").LAUNCH_ARGS
 VIEWPORT = {"width": 1280, "height": 800}
 
 

@@ -7,7 +7,6 @@ import io
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -19,23 +18,28 @@ from selfattn.explore.payload import PayloadBuilder
 from selfattn.explore.server import Explorer, serve
 from selfattn.tasks.predictor import Predictor
 
+from ..helpers_cli import set_flags
 from .conftest import CONFIGS, OpenedPage
 from .test_page_browser import drawn_map
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+Served = Callable[[Path], tuple[OpenedPage, PayloadBuilder]]
+
+
 @pytest.fixture
-def served() -> Iterator[Callable[[Path], tuple[str, PayloadBuilder]]]:
-    """``served(run)``: the run's explorer served on a free port of 127.0.0.1."""
+def served(open_url: Callable[[str], OpenedPage]) -> Iterator[Served]:
+    """``served(run)``: the run's explorer served on a free port of 127.0.0.1, open in a
+    new page; the page and the server's payload builder."""
     servers = []
 
-    def start(run: Path) -> tuple[str, PayloadBuilder]:
+    def start(run: Path) -> tuple[OpenedPage, PayloadBuilder]:
         builder = PayloadBuilder(Predictor(run), options={}, title=run.name, serve=True)
         httpd = serve(Explorer(builder, []))
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         servers.append(httpd)
-        return f"http://127.0.0.1:{httpd.server_address[1]}/", builder
+        return open_url(f"http://127.0.0.1:{httpd.server_address[1]}/"), builder
 
     yield start
     for httpd in servers:
@@ -44,10 +48,9 @@ def served() -> Iterator[Callable[[Path], tuple[str, PayloadBuilder]]]:
 
 
 def test_a_typed_sentence_is_answered_with_the_librarys_maps(
-    text_run: Path, served: Callable[..., tuple[str, PayloadBuilder]], open_url: Any
+    text_run: Path, served: Served
 ) -> None:
-    url, builder = served(text_run)
-    opened: OpenedPage = open_url(url)
+    opened, builder = served(text_run)
     page = opened.page
     page.fill("#input-text", "a warm funny film")
     page.click("#input-form button[type=submit]")
@@ -73,8 +76,10 @@ def image_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     RECIPES["digits"].fetch()
     run = tmp_path_factory.mktemp("explore-image") / "run"
     settings = [f"run_dir={run}", "train.epochs=1", "train.threads=1", "data.train_fraction=0.02"]
-    flags = [arg for setting in settings for arg in ("--set", setting)]
-    assert main(["train", str(CONFIGS / "digits_vit.toml"), *flags, "--no-progress"]) == 0
+    assert (
+        main(["train", str(CONFIGS / "digits_vit.toml"), *set_flags(*settings), "--no-progress"])
+        == 0
+    )
     return run
 
 
@@ -88,10 +93,9 @@ def _digit_png() -> bytes:
 
 
 def test_a_malformed_upload_shows_one_line_and_the_server_keeps_serving(
-    image_run: Path, served: Callable[..., tuple[str, PayloadBuilder]], open_url: Any
+    image_run: Path, served: Served
 ) -> None:
-    url, _ = served(image_run)
-    opened: OpenedPage = open_url(url)
+    opened, _ = served(image_run)
     page = opened.page
     assert ".png" in (page.get_attribute("#input-file", "accept") or "")
     broken = {"name": "broken.png", "mimeType": "image/png", "buffer": b"not an image"}

@@ -16,9 +16,9 @@ import torch
 from selfattn.cli.main import main
 from selfattn.export import TOLERANCE, refusal, wrap
 from selfattn.models.options import ModelConfig
-from selfattn.models.task_model import build_model
 from selfattn.tasks import Predictor
 
+from ..helpers_models import build
 from .conftest import FIXTURES, RunMaker
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -187,14 +187,10 @@ def test_help_names_the_formats(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_graph_models_are_refused() -> None:
     """torch.export stops at the edge attention's check of the edge list's values."""
-    model = build_model(
-        ModelConfig(architecture="graph", embed_dim=16, num_heads=2, num_layers=1, positional=None),
-        task="token",
-        vocab_size=None,
-        char_vocab_size=None,
-        feature_dim=3,
-        num_labels=3,
+    config = ModelConfig(
+        architecture="graph", embed_dim=16, num_heads=2, num_layers=1, positional=None
     )
+    model = build(config, "token", num_labels=3, feature_dim=3)
     why = refusal(model, "token")
     assert why is not None and why.startswith("a graph model cannot be exported")
 
@@ -209,14 +205,12 @@ def test_an_image_model_exports_with_a_dynamic_batch(
     from selfattn.data.vocab import LabelVocabulary
     from selfattn.export import export_run
 
-    model = build_model(
-        ModelConfig(
-            embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16, positional=None,
-            grid_positional="sinusoidal2d", patch_size=patch_size, pooling="cls",
-        ),
-        task="sequence", vocab_size=None, char_vocab_size=None, feature_dim=1,
-        num_labels=3, max_len=64, image_shape=(8, 8, 1),
-    ).eval()  # fmt: skip
+    config = ModelConfig(
+        embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16, positional=None,
+        grid_positional="sinusoidal2d", patch_size=patch_size, pooling="cls",
+    )  # fmt: skip
+    image = {"feature_dim": 1, "max_len": 64, "image_shape": (8, 8, 1)}
+    model = build(config, "sequence", num_labels=3, **image).eval()
     task = SimpleNamespace(name="sequence", labels=LabelVocabulary(["0", "1", "2"]))
     path = tmp_path / "image.onnx"
     line = export_run(model, task, 64, "onnx", path)

@@ -8,7 +8,9 @@ import torch
 
 from selfattn.data import Batch, Collator, Example, LabelVocabulary
 from selfattn.models.options import ModelConfig
-from selfattn.models.task_model import TaskModel, build_model
+from selfattn.models.task_model import TaskModel
+
+from ..helpers_models import build
 
 FEATURES, EDGE_DIM = 5, 3
 LABELS = LabelVocabulary(["a", "b"])
@@ -18,15 +20,7 @@ def _model(task: str, num_layers: int, edge_dim: int | None = EDGE_DIM) -> TaskM
     config = ModelConfig(
         architecture="graph", embed_dim=16, num_heads=2, num_layers=num_layers, ffn_dim=32
     )
-    model = build_model(
-        config,
-        task=task,  # type: ignore[arg-type]
-        vocab_size=None,
-        char_vocab_size=None,
-        feature_dim=FEATURES,
-        num_labels=2,
-        edge_dim=edge_dim,
-    )
+    model: TaskModel = build(config, task, feature_dim=FEATURES, edge_dim=edge_dim)
     return model.eval()
 
 

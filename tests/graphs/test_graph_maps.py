@@ -12,7 +12,9 @@ from selfattn.data.types import Batch
 from selfattn.kernels import edge_attention
 from selfattn.models.graph import GraphAttention
 from selfattn.models.options import ModelConfig
-from selfattn.models.task_model import TaskModel, build_model
+from selfattn.models.task_model import TaskModel
+
+from ..helpers_models import build
 
 FEATURES, EDGE_DIM, HEADS = 5, 3, 2
 LABELS = LabelVocabulary(["a", "b"])
@@ -32,15 +34,7 @@ def _model(num_layers: int = 2, **options: object) -> TaskModel:
         ffn_dim=32,
         **options,  # type: ignore[arg-type]
     )
-    model = build_model(
-        config,
-        task="token",
-        vocab_size=None,
-        char_vocab_size=None,
-        feature_dim=FEATURES,
-        num_labels=2,
-        edge_dim=EDGE_DIM,
-    )
+    model: TaskModel = build(config, "token", feature_dim=FEATURES, edge_dim=EDGE_DIM)
     return model.eval()
 
 

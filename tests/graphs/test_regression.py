@@ -12,8 +12,10 @@ from torch import Tensor, nn
 from selfattn.data import Batch, Collator, DataError, Example, LabelVocabulary
 from selfattn.models.heads import SequenceRegressor
 from selfattn.models.options import ModelConfig
-from selfattn.models.task_model import TaskSpec, build_model
+from selfattn.models.task_model import TaskSpec
 from selfattn.tasks import evaluate, regression_loss
+
+from ..helpers_models import build
 
 
 def _example(label: str, length: int = 3) -> Example:
@@ -70,15 +72,9 @@ def test_evaluate_reports_rmse_and_mae_for_a_regression_model() -> None:
 
 
 def test_a_regression_task_model_returns_one_number_per_set() -> None:
-    model = build_model(
-        ModelConfig(architecture="graph", embed_dim=8, num_heads=2, ffn_dim=16),
-        task="regression",
-        vocab_size=None,
-        char_vocab_size=None,
-        feature_dim=2,
-        num_labels=1,
-        target_mean=-2.7,
-        target_std=2.0,
+    config = ModelConfig(architecture="graph", embed_dim=8, num_heads=2, ffn_dim=16)
+    model = build(
+        config, "regression", num_labels=1, feature_dim=2, target_mean=-2.7, target_std=2.0
     )
     assert model.spec is not None and model.spec.target_mean == -2.7
     batch = Collator(None, None, LabelVocabulary([]), "regression")(

@@ -21,6 +21,8 @@ from selfattn.kernels import (
 from selfattn.models import Encoder, StackConfig
 from selfattn.models.options import ModelConfig
 
+from .helpers import small_kernel
+
 
 def _qkv(length: int = 9, seed: int = 0) -> tuple[torch.Tensor, ...]:
     generator = torch.Generator().manual_seed(seed)
@@ -198,15 +200,7 @@ def test_memory_meter_sees_a_quadratic_matrix_and_not_a_fused_one() -> None:
 
 # --------------------------------------------------------------------------- padding contract
 
-#: The size option of each sized kernel, small enough for a 12-token test.
-SIZES = {"window": 3, "performer": 64, "linformer": 16, "lsh": 2, "nystrom": 4}
 PAD_FILLS = [float("nan"), float("inf"), float("-inf")]
-
-
-def _padded_kernel(name: str, length: int) -> AttentionKernel:
-    cls = KERNELS[name]
-    options = {cls.size_option: SIZES[name]} if cls.size_option else {}
-    return build_kernel(name, head_dim=8, max_len=length, **options).double().eval()
 
 
 def _fill_padding(t: torch.Tensor, pad: torch.Tensor, value: float) -> torch.Tensor:
@@ -226,7 +220,7 @@ def test_every_kernel_ignores_whatever_the_padding_holds(name: str, fill: float)
     pad[0, 9:] = True
     pad[1, ::3] = True
     real = ~pad[:, None, :, None].expand(2, 3, length, 8)
-    kernel = _padded_kernel(name, length)
+    kernel = small_kernel(name, 8, length)
     for causal in (False, True) if kernel.supports_causal else (False,):
         zeros = (_fill_padding(t, pad, 0.0) for t in (q, k, v))
         expected, _ = kernel(*zeros, key_padding_mask=pad, causal=causal)

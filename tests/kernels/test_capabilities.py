@@ -17,25 +17,22 @@ from selfattn.kernels import (
     AttentionKernel,
     Capability,
     DenseKernel,
-    build_kernel,
 )
 from selfattn.kernels.nystrom import NystromKernel
+
+from .helpers import SIZES, small_kernel
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 B, H, L, D = 2, 3, 12, 8
 F64 = torch.float64
-#: The size option of each sized kernel, small enough for a 12-token test.
-SIZES = {"window": 3, "performer": 64, "linformer": 16, "lsh": 2, "nystrom": 4}
 #: Kernels whose weights are a distribution over the keys (softmax or normalised φ·φ);
 #: Nyström's implied matrix need not be non-negative nor sum to 1.
 DISTRIBUTIONS = {"dense", "window", "linear", "performer", "lsh"}
 
 
 def _kernel(name: str) -> AttentionKernel:
-    cls = KERNELS[name]
-    options = {cls.size_option: SIZES[name]} if cls.size_option else {}
-    return build_kernel(name, head_dim=D, max_len=L + 4, **options).double().eval()
+    return small_kernel(name, D, L + 4)
 
 
 def _qkv(

@@ -17,13 +17,15 @@ from selfattn.data.recipes.listops import ListOpsSpec, evaluate_listops, generat
 from selfattn.kernels import KERNELS
 from selfattn.models import Encoder, StackConfig
 
+from ..helpers_cli import TINY_MODEL, write_config
+from .helpers import SIZES, size_options
+
 E, H, L = 16, 2, 12
-SIZES = {"window": 3, "performer": 64, "linformer": 16, "lsh": 2, "nystrom": 4}
 
 
 def _encoder(name: str, seed: int = 0) -> Encoder:
     torch.manual_seed(seed)
-    options = {KERNELS[name].size_option: SIZES[name]} if name in SIZES else {}
+    options = size_options(name)
     config = StackConfig(
         E, H, 32, num_layers=2, attention=name, attention_options=options, max_len=L
     )
@@ -105,31 +107,12 @@ def test_train_and_eval_a_variant_from_the_cli(
 ) -> None:
     train = _listops_file(tmp_path / "train.tsv", 128, 0)
     dev = _listops_file(tmp_path / "dev.tsv", 32, 1)
-    config = tmp_path / "listops.toml"
-    config.write_text(
-        f"""run_dir = "{tmp_path / "run"}"
-
-[data]
-dataset = "{train}"
-dev = "{dev}"
-test = "{dev}"
-batch_size = 32
-
-[model]
-embed_dim = 16
-num_heads = 2
-num_layers = 1
-ffn_dim = 32
-attention = "{name}"
-attention_size = {SIZES[name]}
-
-[train]
-epochs = 2
-seed = 0
-device = "cpu"
-threads = 1
-""",
-        encoding="utf-8",
+    config = write_config(
+        tmp_path / "listops.toml",
+        run_dir=tmp_path / "run",
+        data={"dataset": train, "dev": dev, "test": dev, "batch_size": 32},
+        model={**TINY_MODEL, "dropout": None, "attention": name, "attention_size": SIZES[name]},
+        train={"epochs": 2, "seed": 0, "device": "cpu", "threads": 1},
     )
     assert main(["train", str(config), "--no-progress"]) == 0
     capsys.readouterr()

@@ -14,6 +14,8 @@ from selfattn.kernels.linear import (
     linear_attention,
 )
 
+from .helpers import assert_blind_to_the_future, poison_padding
+
 B, H, L, D, DV = 2, 3, 37, 5, 4
 F64 = torch.float64
 
@@ -78,15 +80,7 @@ def test_causal_with_fewer_queries_is_bottom_right_aligned() -> None:
 
 
 def test_causal_output_ignores_the_future() -> None:
-    q, k, v = _qkv()
-    t = 20
-    k2, v2 = k.clone(), v.clone()
-    k2[:, :, t:] += 5 * torch.randn_like(k2[:, :, t:])
-    v2[:, :, t:] += 5 * torch.randn_like(v2[:, :, t:])
-    kernel = LinearKernel(chunk_size=8)
-    before = kernel(q, k, v, causal=True)[0][:, :, :t]
-    after = kernel(q, k2, v2, causal=True)[0][:, :, :t]
-    torch.testing.assert_close(before, after, rtol=0, atol=1e-12)
+    assert_blind_to_the_future(LinearKernel(chunk_size=8), _qkv(), t=20)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -95,9 +89,7 @@ def test_padded_keys_contribute_nothing(causal: bool) -> None:
     pad = torch.zeros(B, L, dtype=torch.bool)
     pad[0, 30:] = True
     pad[1, ::3] = True
-    k2, v2 = k.clone(), v.clone()
-    k2[pad[:, None].expand(B, H, L)] = 100.0
-    v2[pad[:, None].expand(B, H, L)] = float("nan")
+    k2, v2 = poison_padding(k, v, pad, 100.0)
     kernel = LinearKernel(chunk_size=8)
     out = kernel(q, k, v, key_padding_mask=pad, causal=causal)[0]
     torch.testing.assert_close(out, kernel(q, k2, v2, key_padding_mask=pad, causal=causal)[0])

@@ -10,12 +10,14 @@ import torch
 from selfattn.kernels import build_kernel
 from selfattn.kernels.linformer import LinformerKernel
 
+from .helpers import poison_padding, random_qkv
+
 B, H, D, MAX_LEN, K = 2, 3, 8, 32, 6
 F64 = torch.float64
 
 
 def _qkv(length: int) -> tuple[torch.Tensor, ...]:
-    return tuple(torch.randn(3, B, H, length, D, dtype=F64))
+    return random_qkv(B, H, length, D)
 
 
 def test_is_softmax_attention_over_projected_keys() -> None:
@@ -31,9 +33,7 @@ def test_padded_keys_contribute_nothing() -> None:
     pad = torch.zeros(B, 20, dtype=torch.bool)
     pad[0, 15:] = True
     pad[1, ::2] = True
-    k2, v2 = k.clone(), v.clone()
-    k2[pad[:, None].expand(B, H, 20)] = 1e3
-    v2[pad[:, None].expand(B, H, 20)] = float("nan")
+    k2, v2 = poison_padding(k, v, pad, 1e3)
     kernel = LinformerKernel(max_len=MAX_LEN, proj_dim=K).double()
     out = kernel(q, k, v, key_padding_mask=pad)[0]
     torch.testing.assert_close(out, kernel(q, k2, v2, key_padding_mask=pad)[0])

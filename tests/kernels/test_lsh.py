@@ -12,12 +12,14 @@ import torch.nn.functional as F
 from selfattn.kernels import build_kernel
 from selfattn.kernels.lsh import SELF_SCORE, LSHKernel, hash_buckets
 
+from .helpers import poison_padding, random_qkv
+
 B, H, L, D = 2, 3, 37, 8
 F64 = torch.float64
 
 
 def _qkv(length: int = L) -> tuple[torch.Tensor, ...]:
-    return tuple(torch.randn(3, B, H, length, D, dtype=F64))
+    return random_qkv(B, H, length, D)
 
 
 def _dense_shared_qk(
@@ -76,9 +78,7 @@ def test_one_bucket_with_padding_equals_full_attention_on_real_tokens() -> None:
     pad = torch.zeros(B, L, dtype=torch.bool)
     pad[0, 30:] = True
     pad[1, ::3] = True
-    q2, v2 = q.clone(), v.clone()
-    q2[pad[:, None].expand(B, H, L)] = 7.0  # padded queries (the keys) changed too
-    v2[pad[:, None].expand(B, H, L)] = float("nan")
+    q2, v2 = poison_padding(q, v, pad, 7.0)  # padded queries (the keys) changed too
     kernel = LSHKernel(num_buckets=1, num_hashes=2, chunk_size=64)
     out = kernel(q2, k, v2, key_padding_mask=pad)[0]
     real = ~pad[:, None, :, None].expand_as(out)

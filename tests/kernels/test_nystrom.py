@@ -12,13 +12,14 @@ from selfattn.attention import attention
 from selfattn.kernels import build_kernel
 from selfattn.kernels.nystrom import NystromKernel, iterative_pinv, segment_means
 
+from .helpers import random_qkv
+
 B, H, L, D = 2, 2, 48, 8
 F64 = torch.float64
 
 
 def _qkv(length: int = L, scale: float = 0.7) -> tuple[torch.Tensor, ...]:
-    q, k, v = torch.randn(3, B, H, length, D, dtype=F64)
-    return q * scale, k * scale, v
+    return random_qkv(B, H, length, D, scale)
 
 
 def test_segment_means_skip_padding() -> None:

@@ -49,6 +49,13 @@ def _padding(length: int, window: int) -> torch.Tensor:
     return pad
 
 
+def _case(
+    length: int, window: int, padded: bool
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor | None]:
+    """One case of :data:`CASES`: its inputs, and its padding when ``padded``."""
+    return _inputs(length), _padding(length, window) if padded else None
+
+
 def _grads(out: torch.Tensor, inputs: tuple[torch.Tensor, ...], grad_out: torch.Tensor) -> tuple:
     return torch.autograd.grad(out, inputs, grad_out)
 
@@ -57,8 +64,7 @@ def _grads(out: torch.Tensor, inputs: tuple[torch.Tensor, ...], grad_out: torch.
 def test_equals_dense_attention_with_window(
     length: int, window: int, block: int | None, causal: bool, padded: bool
 ) -> None:
-    q, k, v = _inputs(length)
-    pad = _padding(length, window) if padded else None
+    (q, k, v), pad = _case(length, window, padded)
     kernel = build_kernel("window", window=window, block_size=block)
     out = kernel(q, k, v, key_padding_mask=pad, causal=causal)[0]
     expected, _ = attention(q, k, v, window=window, causal=causal, key_padding_mask=pad)
@@ -75,8 +81,7 @@ def test_equals_dense_attention_with_window(
 def test_equals_sdpa_under_reference_mask(
     length: int, window: int, block: int | None, causal: bool, padded: bool
 ) -> None:
-    q, k, v = _inputs(length)
-    pad = _padding(length, window) if padded else None
+    (q, k, v), pad = _case(length, window, padded)
     kernel = WindowKernel(window, block_size=block)
     allowed = kernel.reference_mask(length, length, q.device, causal=causal)
     if pad is not None:

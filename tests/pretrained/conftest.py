@@ -1,11 +1,11 @@
 """Fixtures of the pretrained tests: a small random BERT folder (Hugging Face's own
 ``save_pretrained``) whose WordPiece vocabulary splits some words of the data into several
-pieces, the data files, and ``write_toml`` for a fine-tuning config. (``minilm_folder``,
-the real checkpoint, is in tests/conftest.py.)"""
+pieces, the data files, and ``fine_tuning``: a test's fine-tuning configs, runs and
+refusals. (``minilm_folder``, the real checkpoint, is in tests/conftest.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,11 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordPiece
 from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
+
+from selfattn.cli.main import main
+from selfattn.config import Config, DataConfig, ModelConfig, TrainConfig
+
+from ..helpers_cli import one_line_error, set_flags, toml_table, write_config
 
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "a", "mat", "good", "bad", "film", "very"]
 # "sitting" → sit ##ting, "mats" → mat ##s, "films" → film ##s: words of several pieces.
@@ -64,16 +69,75 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _write_toml(path: Path, dataset: Path, bert: Path | str, extra: str = "") -> Path:
-    path.write_text(
-        f'[data]\ndataset = "{dataset}"\nbatch_size = 4\nmax_len = 16\n'
-        f'[model]\npretrained = "{bert}"\n{extra}\n'
-        "[train]\nepochs = 1\nlr = 1e-3\nwarmup_steps = 0\nthreads = 1\n"
-    )
-    return path
+@dataclass
+class FineTuning:
+    """One fine-tuning test's set-up: the small BERT, the data files, the test's own folder
+    and its captured output."""
+
+    bert: Path
+    data: Path
+    tmp: Path
+    capsys: pytest.CaptureFixture[str]
+
+    def config(
+        self,
+        dataset: str | Path,
+        *,
+        bert: Path | str | None = None,
+        model: dict[str, object] | None = None,
+        train: dict[str, object] | None = None,
+    ) -> Config:
+        """The one-epoch fine-tuning :class:`Config` of ``bert`` (the small BERT unless
+        given) on ``dataset`` (a file of :attr:`data`), run in ``tmp/run``."""
+        return Config(
+            data=DataConfig(dataset=str(self.data / dataset), **SETTINGS["data"]),  # type: ignore[arg-type]
+            model=ModelConfig(pretrained=str(bert or self.bert), **(model or {})),  # type: ignore[arg-type]
+            train=TrainConfig(**{**SETTINGS["train"], **(train or {})}),  # type: ignore[arg-type]
+            run_dir=self.tmp / "run",
+        )
+
+    def toml(
+        self,
+        dataset: str | Path,
+        extra: str = "",
+        *,
+        bert: Path | None = None,
+        name: str = "c.toml",
+        data: dict[str, object] | None = None,
+    ) -> Path:
+        """The same config as a file ``tmp/name``: ``dataset`` a file of :attr:`data` or any
+        path; ``extra``: more ``[model]`` lines; ``data``: more ``[data]`` fields."""
+        model = toml_table({"pretrained": bert or self.bert}) + extra
+        return write_config(
+            self.tmp / name,
+            data={"dataset": self.data / dataset, **SETTINGS["data"], **(data or {})},
+            model=model,
+            train=SETTINGS["train"],
+        )
+
+    def train(self, toml: Path, run_dir: Path, *argv: str) -> Path:
+        """Train ``toml`` into ``run_dir``; returns ``run_dir``."""
+        assert (
+            main(["train", str(toml), "--set", f"run_dir={run_dir}", "--no-progress", *argv]) == 0
+        )
+        return run_dir
+
+    def refusal(self, toml: Path, *settings: str) -> str:
+        """The one-line error of training ``toml`` with ``settings`` (``--set`` each)."""
+        argv = ["train", str(toml), *set_flags(*settings, f"run_dir={self.tmp / 'r'}")]
+        return one_line_error(self.capsys, argv)
+
+
+#: What every fine-tuning config of these tests sets, by section.
+SETTINGS: dict[str, dict[str, object]] = {
+    "data": {"batch_size": 4, "max_len": 16},
+    "train": {"epochs": 1, "lr": 1e-3, "warmup_steps": 0, "threads": 1},
+}
 
 
 @pytest.fixture
-def write_toml() -> Callable[..., Path]:
-    """``write_toml(path, dataset, bert, extra="")``: a one-epoch fine-tuning config."""
-    return _write_toml
+def fine_tuning(
+    bert_folder: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> FineTuning:
+    """:class:`FineTuning` for one test."""
+    return FineTuning(bert_folder, data, tmp_path, capsys)

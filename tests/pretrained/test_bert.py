@@ -23,6 +23,8 @@ from selfattn.pretrained.bert import (
 )
 from selfattn.pretrained.weights import PretrainedError
 
+from ..helpers_data import edit_json
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 SIZES = {
@@ -170,10 +172,7 @@ def copy_folder(source: Path, target: Path) -> Path:
 
 
 def edit_config(folder: Path, **changes: Any) -> None:
-    path = folder / "config.json"
-    config = json.loads(path.read_text())
-    config.update(changes)
-    path.write_text(json.dumps(config))
+    edit_json(folder / "config.json", **changes)
 
 
 def refused(folder: Path) -> str:

@@ -5,7 +5,6 @@ the round trip checkpoint → fine-tune in selfattn → export → transformers.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,33 +17,33 @@ from selfattn.cli.main import main
 from selfattn.models.pretrained import PretrainedTaskModel
 from selfattn.tasks import Predictor
 
+from .conftest import FineTuning
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def fine_tune(
-    write_toml: Callable[..., Path], tmp_path: Path, dataset: Path, bert: Path, name: str
-) -> Path:
-    run_dir = tmp_path / name
-    toml = write_toml(tmp_path / f"{name}.toml", dataset, bert)
-    assert main(["train", str(toml), "--set", f"run_dir={run_dir}", "--no-progress"]) == 0
-    return run_dir
+def fine_tuned(fine_tuning: FineTuning, dataset: str, name: str) -> Path:
+    """A run fine-tuned on ``dataset`` (a file of the data folder), in ``tmp/name``."""
+    toml = fine_tuning.toml(dataset, name=f"{name}.toml")
+    return fine_tuning.train(toml, fine_tuning.tmp / name)
+
+
+def export(run_dir: Path, fmt: str, out: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """``selfattn export`` of ``run_dir`` as ``fmt`` to ``out``; what it printed."""
+    assert main(["export", str(run_dir), "--format", fmt, "-o", str(out)]) == 0
+    return capsys.readouterr().out
 
 
 def test_hf_round_trip_of_a_fine_tuned_encoder(
-    bert_folder: Path,
-    data: Path,
-    tmp_path: Path,
-    write_toml: Callable[..., Path],
-    capsys: pytest.CaptureFixture[str],
+    fine_tuning: FineTuning, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_dir = fine_tune(write_toml, tmp_path, data / "reviews.csv", bert_folder, "reviews")
+    run_dir = fine_tuned(fine_tuning, "reviews.csv", "reviews")
     out = tmp_path / "hf"
-    assert main(["export", str(run_dir), "--format", "hf", "-o", str(out)]) == 0
-    assert "wrote" in capsys.readouterr().out
+    assert "wrote" in export(run_dir, "hf", out, capsys)
     ours = Predictor(run_dir).model
     assert isinstance(ours, PretrainedTaskModel)
     # Fine-tuning moved the weights: the export is not the starting checkpoint.
-    start = transformers.BertModel.from_pretrained(bert_folder).embeddings.word_embeddings
+    start = transformers.BertModel.from_pretrained(fine_tuning.bert).embeddings.word_embeddings
     assert not torch.equal(start.weight, ours.bert.embeddings.word_embeddings.weight)
     theirs = transformers.BertModel.from_pretrained(out).eval()
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(out / "tokenizer.json"))
@@ -63,16 +62,11 @@ def test_hf_round_trip_of_a_fine_tuned_encoder(
 
 
 def test_onnx_of_a_fine_tuned_tagger_reads_words_at_first_wordpieces(
-    bert_folder: Path,
-    data: Path,
-    tmp_path: Path,
-    write_toml: Callable[..., Path],
-    capsys: pytest.CaptureFixture[str],
+    fine_tuning: FineTuning, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_dir = fine_tune(write_toml, tmp_path, data / "tagged.txt", bert_folder, "tags")
+    run_dir = fine_tuned(fine_tuning, "tagged.txt", "tags")
     path = tmp_path / "tagger.onnx"
-    assert main(["export", str(run_dir), "--format", "onnx", "-o", str(path)]) == 0
-    summary = capsys.readouterr().out
+    summary = export(run_dir, "onnx", path, capsys)
     assert "inputs input_ids (batch, length), attention_mask (batch, length), first" in summary
     sidecar = json.loads(Path(f"{path}.json").read_text())
     assert sidecar["labels"] and "wordpiece_tokenizer" in sidecar
@@ -98,14 +92,9 @@ def test_onnx_of_a_fine_tuned_tagger_reads_words_at_first_wordpieces(
 
 
 def test_onnx_of_a_fine_tuned_classifier(
-    bert_folder: Path,
-    data: Path,
-    tmp_path: Path,
-    write_toml: Callable[..., Path],
-    capsys: pytest.CaptureFixture[str],
+    fine_tuning: FineTuning, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_dir = fine_tune(write_toml, tmp_path, data / "reviews.csv", bert_folder, "reviews")
+    run_dir = fine_tuned(fine_tuning, "reviews.csv", "reviews")
     for fmt, name in (("onnx", "m.onnx"), ("torch-export", "m.pt2")):
-        assert main(["export", str(run_dir), "--format", fmt, "-o", str(tmp_path / name)]) == 0
-        line = capsys.readouterr().out
+        line = export(run_dir, fmt, tmp_path / name, capsys)
         assert "outputs logits (batch, 2)" in line and "over lengths 5, 17, 24" in line

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
 from selfattn.cli.main import main
-from selfattn.config import Config, DataConfig, ModelConfig, TrainConfig, load_config
+from selfattn.config import ModelConfig, TrainConfig, load_config
 from selfattn.data import Example
 from selfattn.models.pretrained import PretrainedTaskModel
 from selfattn.pretrained.bert import BertEncoder, load_bert
@@ -26,43 +25,22 @@ from selfattn.tasks import Predictor, prepare
 from selfattn.tasks.labelling import SequenceTask, TokenTask
 from selfattn.train.optim import build_optimizer
 
+from ..helpers_cli import epochs_logged, write_config
+from ..helpers_data import edit_json
+from ..helpers_models import build
+from .conftest import FineTuning
+
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def config(
-    dataset: Path,
-    bert: Path | str,
-    run_dir: Path,
-    *,
-    model: dict[str, object] | None = None,
-    train: dict[str, object] | None = None,
-    data: dict[str, object] | None = None,
-) -> Config:
-    return Config(
-        data=DataConfig(dataset=str(dataset), batch_size=4, max_len=16, **(data or {})),
-        model=ModelConfig(pretrained=str(bert), **(model or {})),  # type: ignore[arg-type]
-        train=TrainConfig(epochs=1, lr=1e-3, warmup_steps=0, threads=1, **(train or {})),  # type: ignore[arg-type]
-        run_dir=run_dir,
-    )
-
-
-def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err
-    return err
 
 
 # ---------------------------------------------------------------- weights and labels
 
 
-def test_a_prepared_task_starts_from_the_checkpoint(
-    bert_folder: Path, data: Path, tmp_path: Path
-) -> None:
-    prepared = prepare(config(data / "reviews.csv", bert_folder, tmp_path / "run"))
+def test_a_prepared_task_starts_from_the_checkpoint(fine_tuning: FineTuning) -> None:
+    prepared = prepare(fine_tuning.config("reviews.csv"))
     model = prepared.task.build()
     assert isinstance(model, PretrainedTaskModel)
-    reference = BertEncoder.from_folder(bert_folder)
+    reference = BertEncoder.from_folder(fine_tuning.bert)
     for name, tensor in reference.state_dict().items():
         torch.testing.assert_close(model.bert.state_dict()[name], tensor, rtol=0, atol=0)
     # The model reads the checkpoint's own wordpieces: the encoder's states are the
@@ -75,14 +53,12 @@ def test_a_prepared_task_starts_from_the_checkpoint(
     torch.testing.assert_close(ours, theirs)
 
 
-def test_a_word_is_read_at_its_first_wordpiece(
-    bert_folder: Path, data: Path, tmp_path: Path
-) -> None:
-    prepared = prepare(config(data / "tagged.txt", bert_folder, tmp_path / "run"))
+def test_a_word_is_read_at_its_first_wordpiece(fine_tuning: FineTuning) -> None:
+    prepared = prepare(fine_tuning.config("tagged.txt"))
     example = next(e for e in prepared.splits.train if "sitting" in (e.tokens or ()))
     batch = prepared.task.collate([example])
     assert batch.subwords is not None
-    tokenizer = WordPieceTokenizer.from_pretrained(bert_folder)
+    tokenizer = WordPieceTokenizer.from_pretrained(fine_tuning.bert)
     pieces = tokenizer.tokenizer.encode(list(example.tokens or ()), is_pretokenized=True).tokens
     assert "##ting" in pieces and "##s" in pieces  # words of several pieces
     firsts = [pieces[i] for i in batch.subwords.first[0].tolist()]
@@ -98,17 +74,11 @@ def test_a_word_is_read_at_its_first_wordpiece(
 
 
 def test_token_task_predicts_one_tag_per_word_without_the_folder(
-    write_toml: Callable[..., Path],
-    bert_folder: Path,
-    data: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    fine_tuning: FineTuning, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = tmp_path / "bert"
-    shutil.copytree(bert_folder, folder)
-    run_dir = tmp_path / "run"
-    toml = write_toml(tmp_path / "c.toml", data / "tagged.txt", folder)
-    assert main(["train", str(toml), "--set", f"run_dir={run_dir}", "--no-progress"]) == 0
+    shutil.copytree(fine_tuning.bert, folder)
+    run_dir = fine_tuning.train(fine_tuning.toml("tagged.txt", bert=folder), tmp_path / "run")
     shutil.rmtree(folder)  # the run keeps the tokenizer and the weights it needs
     capsys.readouterr()
     assert main(["predict", str(run_dir), "the dog sitting on mats"]) == 0
@@ -124,15 +94,10 @@ def test_token_task_predicts_one_tag_per_word_without_the_folder(
 
 
 def test_sequence_task_trains_and_scores(
-    write_toml: Callable[..., Path],
-    bert_folder: Path,
-    data: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    fine_tuning: FineTuning, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_dir = tmp_path / "run"
-    toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", bert_folder, 'pooling = "cls"')
-    assert main(["train", str(toml), "--set", f"run_dir={run_dir}", "--no-progress"]) == 0
+    toml = fine_tuning.toml("reviews.csv", 'pooling = "cls"')
+    run_dir = fine_tuning.train(toml, tmp_path / "run")
     capsys.readouterr()
     assert main(["predict", str(run_dir), "a very good film"]) == 0
     assert capsys.readouterr().out.split("\t")[0] in ("good", "bad")
@@ -143,12 +108,8 @@ def test_sequence_task_trains_and_scores(
 # ---------------------------------------------------------------- learning rates
 
 
-def test_layer_wise_decay_gives_each_depth_its_rate(
-    bert_folder: Path, data: Path, tmp_path: Path
-) -> None:
-    prepared = prepare(
-        config(data / "reviews.csv", bert_folder, tmp_path / "r", train={"layer_lr_decay": 0.5})
-    )
+def test_layer_wise_decay_gives_each_depth_its_rate(fine_tuning: FineTuning) -> None:
+    prepared = prepare(fine_tuning.config("reviews.csv", train={"layer_lr_decay": 0.5}))
     model = prepared.task.build()
     optimizer = build_optimizer(model, prepared.task.config.train)
     rate = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
@@ -161,43 +122,23 @@ def test_layer_wise_decay_gives_each_depth_its_rate(
 
 
 def test_layer_wise_decay_on_a_transformer_from_scratch() -> None:
-    from selfattn.models.task_model import build_model
-
-    model = build_model(
-        ModelConfig(num_layers=3),
-        task="sequence",
-        vocab_size=20,
-        char_vocab_size=None,
-        feature_dim=None,
-        num_labels=2,
-    )
+    model = build(ModelConfig(num_layers=3), "sequence", vocab_size=20)
     optimizer = build_optimizer(model, TrainConfig(lr=1.0, layer_lr_decay=0.1))
     rates = sorted({group["lr"] for group in optimizer.param_groups}, reverse=True)
     assert rates == pytest.approx([1.0, 0.1, 0.01, 0.001, 0.0001])
-    bigru = build_model(
-        ModelConfig(architecture="bigru", positional=None),
-        task="sequence",
-        vocab_size=20,
-        char_vocab_size=None,
-        feature_dim=None,
-        num_labels=2,
-    )
+    bigru = build(ModelConfig(architecture="bigru", positional=None), "sequence", vocab_size=20)
     with pytest.raises(ValueError, match="not a stack of attention blocks"):
         build_optimizer(bigru, TrainConfig(layer_lr_decay=0.9))
 
 
-def test_a_linear_probe_trains_the_head_alone(
-    bert_folder: Path, data: Path, tmp_path: Path
-) -> None:
+def test_a_linear_probe_trains_the_head_alone(fine_tuning: FineTuning) -> None:
     from selfattn.tasks import run
 
-    cfg = config(
-        data / "reviews.csv", bert_folder, tmp_path / "run", train={"freeze_encoder": True}
-    )
+    cfg = fine_tuning.config("reviews.csv", train={"freeze_encoder": True})
     run(cfg, progress=False)
-    trained = Predictor(tmp_path / "run").model
+    trained = Predictor(cfg.run_dir).model
     assert isinstance(trained, PretrainedTaskModel)
-    start = BertEncoder.from_folder(bert_folder).state_dict()
+    start = BertEncoder.from_folder(fine_tuning.bert).state_dict()
     for name, tensor in trained.bert.state_dict().items():
         torch.testing.assert_close(tensor, start[name], rtol=0, atol=0)
     fresh = prepare(cfg).task.build()
@@ -218,25 +159,17 @@ def test_a_linear_probe_trains_the_head_alone(
     ],
 )
 def test_a_field_that_contradicts_the_checkpoint_is_one_line(
-    write_toml: Callable[..., Path],
-    bert_folder: Path,
-    data: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    extra: str,
-    expected: str,
+    fine_tuning: FineTuning, extra: str, expected: str
 ) -> None:
-    toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", bert_folder, extra)
-    err = one_line_error(capsys, ["train", str(toml), "--set", f"run_dir={tmp_path / 'r'}"])
-    assert expected in err
+    assert expected in fine_tuning.refusal(fine_tuning.toml("reviews.csv", extra))
 
 
 def test_fields_that_repeat_the_checkpoint_are_accepted(
-    write_toml: Callable[..., Path], bert_folder: Path, data: Path, tmp_path: Path
+    fine_tuning: FineTuning, tmp_path: Path
 ) -> None:
     shape = ["embed_dim = 32", "num_heads = 4", "num_layers = 2", "ffn_dim = 64"]
     extra = "\n".join([*shape, 'positional = "learned"', "norm_first = false"])
-    toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", bert_folder, extra)
+    toml = fine_tuning.toml("reviews.csv", extra)
     prepared = prepare(load_config(toml, [f"run_dir={tmp_path / 'r'}"]))
     assert isinstance(prepared.task.build(), PretrainedTaskModel)
 
@@ -250,60 +183,40 @@ def test_fields_that_repeat_the_checkpoint_are_accepted(
     ],
 )
 def test_settings_the_checkpoint_decides_are_one_line(
-    write_toml: Callable[..., Path],
-    bert_folder: Path,
-    data: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    override: str,
-    expected: str,
+    fine_tuning: FineTuning, override: str, expected: str
 ) -> None:
-    toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", bert_folder)
-    err = one_line_error(
-        capsys, ["train", str(toml), "--set", override, "--set", f"run_dir={tmp_path / 'r'}"]
-    )
-    assert expected in err
+    assert expected in fine_tuning.refusal(fine_tuning.toml("reviews.csv"), override)
 
 
 def test_a_probe_without_a_checkpoint_is_one_line(
-    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fine_tuning: FineTuning, data: Path, tmp_path: Path
 ) -> None:
-    toml = tmp_path / "c.toml"
-    toml.write_text(f'[data]\ndataset = "{data / "reviews.csv"}"\n[train]\nfreeze_encoder = true\n')
-    err = one_line_error(capsys, ["train", str(toml), "--set", f"run_dir={tmp_path / 'r'}"])
+    toml = write_config(
+        tmp_path / "c.toml", data={"dataset": data / "reviews.csv"}, train={"freeze_encoder": True}
+    )
+    err = fine_tuning.refusal(toml)
     assert "train.freeze_encoder = true needs model.pretrained" in err
 
 
-def test_vector_data_is_refused(
-    write_toml: Callable[..., Path],
-    tmp_path: Path,
-    bert_folder: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_vector_data_is_refused(fine_tuning: FineTuning, tmp_path: Path) -> None:
     import numpy as np
 
     features = np.random.default_rng(0).normal(size=(60, 3)).astype(np.float32)
     np.savez(
         tmp_path / "v.npz", features=features, lengths=np.full(12, 5), labels=np.arange(12) % 2
     )
-    toml = write_toml(tmp_path / "c.toml", tmp_path / "v.npz", bert_folder)
-    err = one_line_error(capsys, ["train", str(toml), "--set", f"run_dir={tmp_path / 'r'}"])
+    err = fine_tuning.refusal(fine_tuning.toml(tmp_path / "v.npz"))
     assert "a BERT checkpoint reads text" in err
 
 
-def test_a_folder_that_is_not_a_checkpoint(
-    write_toml: Callable[..., Path], data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_folder_that_is_not_a_checkpoint(fine_tuning: FineTuning, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", tmp_path / "empty")
-    err = one_line_error(capsys, ["train", str(toml), "--set", f"run_dir={tmp_path / 'r'}"])
+    err = fine_tuning.refusal(fine_tuning.toml("reviews.csv", bert=tmp_path / "empty"))
     assert "config.json" in err and str(tmp_path / "empty") in err
 
 
-def test_an_input_longer_than_the_checkpoints_positions(
-    bert_folder: Path, data: Path, tmp_path: Path
-) -> None:
-    prepared = prepare(config(data / "reviews.csv", bert_folder, tmp_path / "r"))
+def test_an_input_longer_than_the_checkpoints_positions(fine_tuning: FineTuning) -> None:
+    prepared = prepare(fine_tuning.config("reviews.csv"))
     words = tuple(["films"] * 15)  # 30 wordpieces + [CLS] [SEP] > 24 positions
     example = Example(tokens=words, features=None, label="good", source="long.csv:1")
     with pytest.raises(
@@ -313,7 +226,7 @@ def test_an_input_longer_than_the_checkpoints_positions(
         prepared.task.collate([example])
 
 
-def test_seq2seq_is_refused(tmp_path: Path) -> None:
+def test_seq2seq_is_refused() -> None:
     from selfattn.models.task_model import check_fields
 
     with pytest.raises(
@@ -325,10 +238,8 @@ def test_seq2seq_is_refused(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the real checkpoint
 
 
-def test_minilm_fine_tune_starts_from_minilm(
-    minilm_folder: Path, data: Path, tmp_path: Path
-) -> None:
-    prepared = prepare(config(data / "tagged.txt", "minilm-l6", tmp_path / "run"))
+def test_minilm_fine_tune_starts_from_minilm(minilm_folder: Path, fine_tuning: FineTuning) -> None:
+    prepared = prepare(fine_tuning.config("tagged.txt", bert="minilm-l6"))
     assert isinstance(prepared.task, TokenTask)
     model = prepared.task.build().eval()
     batch = prepared.task.collate(prepared.splits.train[:2])
@@ -346,8 +257,7 @@ def _broken_copy(source: Path, target: Path, problem: str) -> str:
     """A copy of ``source`` with one problem; returns the file the error must name."""
     shutil.copytree(source, target)
     if problem == "shapes":
-        config = json.loads((target / "config.json").read_text())
-        (target / "config.json").write_text(json.dumps({**config, "intermediate_size": 48}))
+        edit_json(target / "config.json", intermediate_size=48)
         return str(target / "model.safetensors")
     if problem == "truncated":
         weights = target / "model.safetensors"
@@ -359,8 +269,7 @@ def _broken_copy(source: Path, target: Path, problem: str) -> str:
         (target / "tokenizer.json").write_text(json.dumps(tokenizer))
         return str(target / "tokenizer.json")
     assert problem == "not-bert"
-    config = json.loads((target / "config.json").read_text())
-    (target / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    edit_json(target / "config.json", model_type="gpt2")
     return str(target / "config.json")
 
 
@@ -374,57 +283,38 @@ def _broken_copy(source: Path, target: Path, problem: str) -> str:
     ],
 )
 def test_a_broken_checkpoint_is_one_line_naming_its_file(
-    write_toml: Callable[..., Path],
-    bert_folder: Path,
-    data: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    problem: str,
-    expected: str,
+    fine_tuning: FineTuning, tmp_path: Path, problem: str, expected: str
 ) -> None:
-    named = _broken_copy(bert_folder, tmp_path / "bert", problem)
-    toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", tmp_path / "bert")
-    err = one_line_error(capsys, ["train", str(toml), "--set", f"run_dir={tmp_path / 'r'}"])
+    named = _broken_copy(fine_tuning.bert, tmp_path / "bert", problem)
+    err = fine_tuning.refusal(fine_tuning.toml("reviews.csv", bert=tmp_path / "bert"))
     assert named in err and expected in err
 
 
 def test_demo_lists_a_fine_tuned_tagger_beside_the_scratch_one(
-    write_toml: Callable[..., Path],
-    bert_folder: Path,
-    data: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    fine_tuning: FineTuning, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tagged = data / "tagged.txt"
-    scratch = tmp_path / "scratch.toml"
-    scratch.write_text(
-        f'[data]\ndataset = "{tagged}"\ntest = "{tagged}"\nbatch_size = 4\n'
-        "[model]\nembed_dim = 16\nnum_heads = 2\nnum_layers = 1\nffn_dim = 16\n"
-        "[train]\nepochs = 1\nthreads = 1\n"
+    scratch = write_config(
+        tmp_path / "scratch.toml",
+        data={"dataset": tagged, "test": tagged, "batch_size": 4},
+        model={"embed_dim": 16, "num_heads": 2, "num_layers": 1, "ffn_dim": 16},
+        train={"epochs": 1, "threads": 1},
     )
-    fine_tune = write_toml(tmp_path / "ft.toml", tagged, bert_folder, "")
-    text = fine_tune.read_text().replace("[data]\n", f'[data]\ntest = "{tagged}"\n')
-    fine_tune.write_text(text)
+    fine_tune = fine_tuning.toml("tagged.txt", name="ft.toml", data={"test": tagged})
     runs, image = tmp_path / "runs", tmp_path / "demo.png"
     argv = ["demo", "--config", str(scratch), "--runs", str(runs), "-o", str(image)]
     assert main([*argv, "--baselines", "--pretrained", str(fine_tune), "--no-progress"]) == 0
     table = capsys.readouterr().out.split("token accuracy:")[1]
-    assert f"{bert_folder} fine-tuned" in table and "self-attention" in table
+    assert f"{fine_tuning.bert} fine-tuned" in table and "self-attention" in table
     assert (runs / "pretrained" / "best").is_dir()
 
 
 def test_a_fine_tune_resumes_with_its_decayed_rates(
-    write_toml: Callable[..., Path],
-    bert_folder: Path,
-    data: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    fine_tuning: FineTuning, tmp_path: Path
 ) -> None:
-    toml = write_toml(tmp_path / "c.toml", data / "reviews.csv", bert_folder)
-    argv = ["train", str(toml), "--set", f"run_dir={tmp_path / 'r'}", "--no-progress"]
+    toml, run_dir = fine_tuning.toml("reviews.csv"), tmp_path / "r"
     decay = ["--set", "train.layer_lr_decay=0.5"]
-    assert main([*argv, *decay]) == 0
+    fine_tuning.train(toml, run_dir, *decay)
     with pytest.warns(UserWarning, match="changed settings train.epochs"):
-        assert main([*argv, *decay, "--resume", "--set", "train.epochs=2"]) == 0
-    lines = (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(line)["epoch"] for line in lines] == [1, 2]
+        fine_tuning.train(toml, run_dir, *decay, "--resume", "--set", "train.epochs=2")
+    assert epochs_logged(run_dir) == [1, 2]

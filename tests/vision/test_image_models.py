@@ -12,10 +12,12 @@ import torch.nn.functional as F
 from selfattn.data.types import Batch
 from selfattn.models.heads import SequenceClassifier
 from selfattn.models.options import ModelConfig
-from selfattn.models.task_model import TaskModel, TaskSpec, build_model, build_model_from_spec
+from selfattn.models.task_model import TaskModel, TaskSpec, build_model_from_spec
 from selfattn.models.vision import CNN2DEncoder, ImageEmbedding
 from selfattn.positional import GRID_POSITIONAL
 from selfattn.vision import image_to_vectors
+
+from ..helpers_models import build
 
 SHAPE = (8, 8, 1)
 VIT = ModelConfig(
@@ -44,16 +46,10 @@ def _batch(size: int = 4, shape: tuple[int, int, int] = SHAPE) -> Batch:
 
 
 def _model(config: ModelConfig, shape: tuple[int, int, int] | None = SHAPE) -> TaskModel:
-    return build_model(
-        config,
-        task="sequence",
-        vocab_size=None,
-        char_vocab_size=None,
-        feature_dim=SHAPE[2],
-        num_labels=3,
-        max_len=64,
-        image_shape=shape,
+    model: TaskModel = build(
+        config, "sequence", num_labels=3, feature_dim=SHAPE[2], max_len=64, image_shape=shape
     )
+    return model
 
 
 @pytest.mark.parametrize(("patch_size", "vectors"), [(None, 64), (1, 64), (2, 16), (4, 4), (8, 1)])
@@ -192,15 +188,7 @@ def test_image_options_need_image_data(config: ModelConfig) -> None:
 
 def test_image_models_refuse_token_tasks_and_wrong_images() -> None:
     with pytest.raises(ValueError, match="whole images"):
-        build_model(
-            VIT,
-            task="token",
-            vocab_size=None,
-            char_vocab_size=None,
-            feature_dim=1,
-            num_labels=3,
-            image_shape=SHAPE,
-        )
+        build(VIT, "token", num_labels=3, feature_dim=1, image_shape=SHAPE)
     with pytest.raises(ValueError, match=r"8×8 images of 1 channel"):
         _model(VIT)(_batch(2, (4, 4, 1)))
     with pytest.raises(ValueError, match="needs the image grid"):

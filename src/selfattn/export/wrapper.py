@@ -49,46 +49,38 @@ def _batch(
     return Batch(token_ids, char_ids, features, padding_mask, labels)
 
 
-class TextModel(nn.Module):
-    """``(token_ids (B, L) int64, padding_mask (B, L) bool) → logits``."""
+class _Wrapper(nn.Module):
+    """Holds the task model; a subclass's ``forward`` names the tensors it reads."""
 
     def __init__(self, model: TaskModel) -> None:
         super().__init__()
         self.model = model
+
+
+class TextModel(_Wrapper):
+    """``(token_ids (B, L) int64, padding_mask (B, L) bool) → logits``."""
 
     def forward(self, token_ids: Tensor, padding_mask: Tensor) -> Tensor:
         return self.model(_batch(padding_mask, token_ids=token_ids))
 
 
-class CharTextModel(nn.Module):
+class CharTextModel(_Wrapper):
     """``(token_ids (B, L), char_ids (B, L, C) int64, padding_mask (B, L) bool) → logits``."""
-
-    def __init__(self, model: TaskModel) -> None:
-        super().__init__()
-        self.model = model
 
     def forward(self, token_ids: Tensor, char_ids: Tensor, padding_mask: Tensor) -> Tensor:
         return self.model(_batch(padding_mask, token_ids=token_ids, char_ids=char_ids))
 
 
-class VectorModel(nn.Module):
+class VectorModel(_Wrapper):
     """``(features (B, L, F) float32, padding_mask (B, L) bool) → logits``."""
-
-    def __init__(self, model: TaskModel) -> None:
-        super().__init__()
-        self.model = model
 
     def forward(self, features: Tensor, padding_mask: Tensor) -> Tensor:
         return self.model(_batch(padding_mask, features=features))
 
 
-class ImageModel(nn.Module):
+class ImageModel(_Wrapper):
     """``features (B, H·W, C) float32 → logits``: every image has all its pixels, so there
     is no padding mask."""
-
-    def __init__(self, model: TaskModel) -> None:
-        super().__init__()
-        self.model = model
 
     def forward(self, features: Tensor) -> Tensor:
         mask = torch.zeros(features.shape[:2], dtype=torch.bool, device=features.device)

@@ -34,13 +34,13 @@ one label every 10 ms. Generated once and cached as ``CACHE/generated/phones-KEY
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 from tqdm import tqdm
@@ -51,13 +51,20 @@ from selfattn.data.fetch.sources import PyPISource
 from selfattn.data.recipes.espeak import (
     ACCENTS,
     ESPEAK_PACKAGES,
-    ESPEAK_VERSION,
     VARIANTS,
     EspeakSource,
 )
 from selfattn.data.recipes.espeak_phonemes import EspeakPhonemes
 from selfattn.data.recipes.pos import WSJ_SOURCE
-from selfattn.data.recipes.speech import DEV_VARIANTS, TEST_VARIANTS, delivery, split_by_voice
+from selfattn.data.recipes.speech import (
+    DEV_VARIANTS,
+    TEST_VARIANTS,
+    SynthesisSpec,
+    Utterance,
+    delivery,
+    padded_with_noise,
+    split_by_voice,
+)
 from selfattn.data.registry import Recipe, register
 from selfattn.data.types import DataError, DatasetSplits, Example
 from selfattn.speech.alignment import SILENCE, frame_labels
@@ -172,62 +179,37 @@ def phrases(lines: list[str], max_words: int) -> list[str]:
 
 
 @dataclass(frozen=True)
-class PhoneSpec:
-    """How ``phones-espeak`` is synthesised (the fields of
-    :class:`~selfattn.data.recipes.speech.SpokenSpec`, with phrases for digits).
+class PhoneSpec(SynthesisSpec):
+    """How ``phones-espeak`` is synthesised: the fields of
+    :class:`~selfattn.data.recipes.speech.SynthesisSpec`, with a slower, less noisy
+    delivery and more silence around it than the spoken digits', and phrases for digits.
 
     Attributes:
-        per_voice: utterances per voice.
         max_words: the longest phrase, in words.
-        speed, pitch, snr_db, pad_ms: drawn uniformly per utterance (words a minute,
-            espeak-ng pitch 0-99, white noise's SNR, silence before and after).
-        accents, variants: the voices are every accent with every variant.
-        seed: utterance i of voice (a, v) comes from the generator ``[seed, a, v, i]``.
     """
 
-    per_voice: int
-    max_words: int = 5
+    SALT: ClassVar[str] = repr(PHONE_MAP) + "v1"
+
     speed: tuple[int, int] = (140, 220)
-    pitch: tuple[int, int] = (25, 75)
     snr_db: tuple[float, float] = (15.0, 35.0)
     pad_ms: tuple[int, int] = (50, 200)
-    accents: tuple[str, ...] = ACCENTS
-    variants: tuple[str, ...] = VARIANTS
-    seed: int = 0
-
-    def key(self) -> str:
-        """A short hash of the spec, the synthesiser and the phone map: the cache name."""
-        text = repr(sorted(asdict(self).items())) + ESPEAK_VERSION + repr(PHONE_MAP) + "v1"
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class PhoneUtterance:
-    """What one utterance says and how."""
-
-    voice: str
-    text: str
-    speed: int
-    pitch: int
-    snr_db: float
-    pad: tuple[int, int]  # ms before, after
-    noise_seed: int
+    max_words: int = 5
 
 
 def _split_of(variant: str) -> int:
     return 2 if variant in TEST_VARIANTS else 1 if variant in DEV_VARIANTS else 0
 
 
-def plan(spec: PhoneSpec, pools: tuple[list[str], list[str], list[str]]) -> list[PhoneUtterance]:
+def plan(spec: PhoneSpec, pools: tuple[list[str], list[str], list[str]]) -> list[Utterance]:
     """Every utterance, voice by voice; a voice's phrases come from its split's pool."""
-    out: list[PhoneUtterance] = []
+    out: list[Utterance] = []
     for a, accent in enumerate(spec.accents):
         for v, variant in enumerate(spec.variants):
             pool = pools[_split_of(variant)]
             for i in range(spec.per_voice):
                 rng = np.random.default_rng([spec.seed, a, v, i])
                 out.append(
-                    PhoneUtterance(
+                    Utterance(
                         voice=f"{accent}+{variant}",
                         text=pool[int(rng.integers(len(pool)))],
                         **delivery(rng, spec),
@@ -237,7 +219,7 @@ def plan(spec: PhoneSpec, pools: tuple[list[str], list[str], list[str]]) -> list
 
 
 def render(
-    speaker: EspeakPhonemes, utterance: PhoneUtterance
+    speaker: EspeakPhonemes, utterance: Utterance
 ) -> tuple[np.ndarray, list[tuple[int, str]]]:
     """One utterance at 16 kHz with noise, and its phones ``(first sample, phone)`` on
     the same 16 kHz time line (the padding before shifts them; pauses are ``sil``)."""
@@ -247,15 +229,11 @@ def render(
         utterance.text, utterance.voice, speed=utterance.speed, pitch=utterance.pitch
     )
     samples = resample(samples, rate, SAMPLE_RATE)
-    before, after = (SAMPLE_RATE * ms // 1000 for ms in utterance.pad)
+    before = SAMPLE_RATE * utterance.pad[0] // 1000
     shifted = [(before + round(start * SAMPLE_RATE / rate), phone_of(m)) for start, m in phonemes]
     # the padding after the speech is silence whatever espeak-ng ended on
     segments = [*shifted, (before + len(samples), SILENCE)]
-    samples = np.pad(samples, (before, after))
-    power = float(np.mean(samples.astype(np.float64) ** 2))
-    noise = np.random.default_rng(utterance.noise_seed).standard_normal(len(samples))
-    noise *= np.sqrt(power / 10 ** (utterance.snr_db / 10))
-    return (samples + noise).astype(np.float32), segments
+    return padded_with_noise(samples, utterance), segments
 
 
 def featurise(
@@ -272,7 +250,7 @@ def featurise(
 
 
 def cached_frames(
-    spec: PhoneSpec, utterances: list[PhoneUtterance], speaker: Callable[[], EspeakPhonemes]
+    spec: PhoneSpec, utterances: list[Utterance], speaker: Callable[[], EspeakPhonemes]
 ) -> list[tuple[np.ndarray, tuple[str, ...]]]:
     """Every utterance's frames and labels, generated once and cached in
     ``CACHE/generated/phones-KEY.npz`` (written atomically)."""

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
 from tqdm import tqdm
@@ -48,13 +48,12 @@ TEST_VARIANTS = ("m3", "f2")
 
 
 @dataclass(frozen=True)
-class SpokenSpec:
-    """How a spoken-digits dataset is synthesised.
+class SynthesisSpec:
+    """What every espeak-ng recipe draws its utterances from; a recipe's spec adds what
+    its utterances say.
 
     Attributes:
         per_voice: utterances per voice.
-        digits: ``(shortest, longest)`` digit strings; ``None``: one word an utterance,
-            each word ``per_voice / 10`` times.
         speed: words a minute, drawn uniformly (espeak-ng's default: 175).
         pitch: espeak-ng pitch 0-99, drawn uniformly (default 50).
         snr_db: signal-to-noise ratio of the added white noise, drawn uniformly.
@@ -64,8 +63,11 @@ class SpokenSpec:
             ``[seed, a, v, i]``, whatever else is generated.
     """
 
+    #: What else shapes the data (the front end, a label map), hashed into :meth:`key`:
+    #: changed whenever the same fields would give other data.
+    SALT: ClassVar[str] = ""
+
     per_voice: int
-    digits: tuple[int, int] | None = None
     speed: tuple[int, int] = (130, 220)
     pitch: tuple[int, int] = (25, 75)
     snr_db: tuple[float, float] = (10.0, 30.0)
@@ -75,17 +77,33 @@ class SpokenSpec:
     seed: int = 0
 
     def key(self) -> str:
-        """A short hash of the spec and the synthesiser: the cache file's name."""
-        text = repr(sorted(asdict(self).items())) + ESPEAK_VERSION + "frontend-v1"
+        """A short hash of the spec, the synthesiser and :attr:`SALT`: the cache file's
+        name."""
+        text = repr(sorted(asdict(self).items())) + ESPEAK_VERSION + self.SALT
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
+class SpokenSpec(SynthesisSpec):
+    """How a spoken-digits dataset is synthesised: the fields of :class:`SynthesisSpec`
+    and how many digits an utterance says.
+
+    Attributes:
+        digits: ``(shortest, longest)`` digit strings; ``None``: one word an utterance,
+            each word ``per_voice / 10`` times.
+    """
+
+    SALT: ClassVar[str] = "frontend-v1"
+
+    digits: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
 class Utterance:
-    """What one generated utterance says and how."""
+    """What one generated utterance says and how: its voice and text, and the delivery
+    :func:`delivery` drew for it."""
 
     voice: str
-    label: tuple[str, ...] | str
     text: str
     speed: int
     pitch: int
@@ -94,20 +112,14 @@ class Utterance:
     noise_seed: int
 
 
-class DeliveryRanges(Protocol):
-    """The ranges a recipe draws each utterance's delivery from (:func:`delivery`)."""
+@dataclass(frozen=True)
+class DigitUtterance(Utterance):
+    """An utterance of digits and its label: a digit, or (seq2seq) the digits in order."""
 
-    @property
-    def speed(self) -> tuple[int, int]: ...
-    @property
-    def pitch(self) -> tuple[int, int]: ...
-    @property
-    def snr_db(self) -> tuple[float, float]: ...
-    @property
-    def pad_ms(self) -> tuple[int, int]: ...
+    label: tuple[str, ...] | str
 
 
-def delivery(rng: np.random.Generator, ranges: DeliveryRanges) -> dict[str, Any]:
+def delivery(rng: np.random.Generator, ranges: SynthesisSpec) -> dict[str, Any]:
     """How one utterance is said: ``speed``, ``pitch``, ``snr_db``, ``pad`` (ms before,
     after) and ``noise_seed``, drawn from ``rng`` in this order, which the generated
     recipes' contents depend on."""
@@ -123,7 +135,7 @@ def delivery(rng: np.random.Generator, ranges: DeliveryRanges) -> dict[str, Any]
     }
 
 
-def plan(spec: SpokenSpec) -> list[Utterance]:
+def plan(spec: SpokenSpec) -> list[DigitUtterance]:
     """Every utterance of ``spec``, voice by voice (accents outer, variants inner)."""
     out = []
     for a, accent in enumerate(spec.accents):
@@ -139,7 +151,7 @@ def plan(spec: SpokenSpec) -> list[Utterance]:
                     label = tuple(str(d) for d in digits)
                     text = " ".join(WORDS[d] for d in digits)
                 out.append(
-                    Utterance(
+                    DigitUtterance(
                         voice=f"{accent}+{variant}",
                         label=label,
                         text=text,
@@ -156,17 +168,23 @@ def render(espeak: Espeak, utterance: Utterance) -> np.ndarray:
     samples, rate = espeak.synthesize(
         utterance.text, utterance.voice, speed=utterance.speed, pitch=utterance.pitch
     )
-    samples = resample(samples, rate, SAMPLE_RATE)
+    return padded_with_noise(resample(samples, rate, SAMPLE_RATE), utterance)
+
+
+def padded_with_noise(samples: np.ndarray, utterance: Utterance) -> np.ndarray:
+    """16 kHz ``samples`` with the utterance's silence before and after, and white noise
+    at its signal-to-noise ratio over the whole, as float32."""
+    from selfattn.speech.features import SAMPLE_RATE
+
     before, after = (SAMPLE_RATE * ms // 1000 for ms in utterance.pad)
     samples = np.pad(samples, (before, after))
     power = float(np.mean(samples.astype(np.float64) ** 2))
-    noise_power = power / 10 ** (utterance.snr_db / 10)
     noise = np.random.default_rng(utterance.noise_seed).standard_normal(len(samples))
-    noise *= np.sqrt(noise_power)
+    noise *= np.sqrt(power / 10 ** (utterance.snr_db / 10))
     return (samples + noise).astype(np.float32)
 
 
-def generate(spec: SpokenSpec, espeak: Espeak) -> list[tuple[Utterance, np.ndarray]]:
+def generate(spec: SpokenSpec, espeak: Espeak) -> list[tuple[DigitUtterance, np.ndarray]]:
     """Synthesise every utterance of ``spec``: ``(utterance, (L, 120) vectors)`` pairs."""
     from selfattn.speech.features import SAMPLE_RATE
     from selfattn.speech.frontend import speech_vectors
