@@ -13,7 +13,7 @@ import torch
 
 from selfattn.cli.main import main
 from selfattn.tasks import Predictor, Seq2SeqTask
-from selfattn.tasks.seq2seq import task as seq2seq_task
+from selfattn.tasks.seq2seq import search as seq2seq_search
 
 from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, train_and_resume, write_config
 from ..helpers_data import write_pairs
@@ -85,8 +85,8 @@ def test_train_resume_eval_predict(
     # (40 dev sources: batches of 7 leave a partial one; 1 decodes each alone).
     searches: list[int] = []
     for name in ("greedy", "beam_search"):
-        search = getattr(seq2seq_task, name)
-        monkeypatch.setattr(seq2seq_task, name, counted(search, searches))
+        search = getattr(seq2seq_search, name)
+        monkeypatch.setattr(seq2seq_search, name, counted(search, searches))
     for flags, method in ((["--beam", "3"], "beam"), (["--greedy"], "greedy")):
         for size, calls in (("7", 6), ("1", 40)):
             searches.clear()

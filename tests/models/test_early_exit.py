@@ -166,7 +166,8 @@ def test_exited_rows_leave_the_batch_and_the_answers_stay(task: str, config: Mod
 @pytest.mark.parametrize("task", ["sequence", "token"])
 def test_the_training_loss_is_the_weighted_sum_of_every_exit(task: str, scheme: str) -> None:
     from selfattn.config import Config, DataConfig
-    from selfattn.tasks.labelling import SequenceTask, TokenTask
+    from selfattn.tasks.sequence import SequenceTask
+    from selfattn.tasks.token import TokenTask
 
     config = replace(BASE, exit_loss_weights=scheme)
     model, batch = _model(task, config), _batch(task)

@@ -22,7 +22,8 @@ from selfattn.models.pretrained import PretrainedTaskModel
 from selfattn.pretrained.bert import BertEncoder, load_bert
 from selfattn.pretrained.tokenizer import WordPieceTokenizer
 from selfattn.tasks import Predictor, prepare
-from selfattn.tasks.labelling import SequenceTask, TokenTask
+from selfattn.tasks.sequence import SequenceTask
+from selfattn.tasks.token import TokenTask
 from selfattn.train.optim import build_optimizer
 
 from ..helpers_cli import epochs_logged, write_config

@@ -18,12 +18,14 @@ from __future__ import annotations
 # once: Python runs this file before any module of the package, so TASKS is full whichever
 # one a caller imports, and the road (run, predictor) never imports a task type itself.
 from selfattn.tasks.bits import BitsTask
-from selfattn.tasks.labelling import LabelTask, RegressionTask, SequenceTask, TokenTask
+from selfattn.tasks.labelling import LabelTask
 from selfattn.tasks.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
 from selfattn.tasks.multilabel import MultiLabelTask
 from selfattn.tasks.predictor import Predictor
+from selfattn.tasks.regression import RegressionTask
 from selfattn.tasks.run import declared_task, prepare, run
 from selfattn.tasks.seq2seq import Decoded, Seq2SeqTask, bpe_pair, token_error_rate
+from selfattn.tasks.sequence import SequenceTask
 from selfattn.tasks.task import (
     TASKS,
     AttentionFigure,
@@ -33,6 +35,7 @@ from selfattn.tasks.task import (
     register_task,
     task_named,
 )
+from selfattn.tasks.token import TokenTask
 
 __all__ = [
     "TASKS",

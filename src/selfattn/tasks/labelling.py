@@ -46,10 +46,8 @@ from selfattn.data.batching.splits import dev_note, stratified_subset
 from selfattn.data.readers.formats import tokenize
 from selfattn.data.readers.user_input import input_format
 from selfattn.data.recipes.images import image_shape
-from selfattn.data.recipes.stories import END as STORY_END
 from selfattn.data.specials import IGNORE_INDEX, NO_LABEL
 from selfattn.data.types import DataError, TaskType
-from selfattn.models.memory import MemoryTaskModel
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import (
     TaskSpec,
@@ -57,14 +55,14 @@ from selfattn.models.task_model import (
     check_label_model,
     input_length_limit,
 )
-from selfattn.tasks.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
+from selfattn.tasks.memory_figure import memory_figure
+from selfattn.tasks.metrics import compute_loss, evaluate
 from selfattn.tasks.pretrained_text import PretrainedText, refuse_freeze
 from selfattn.tasks.task import (
     EVAL_BATCH_SIZE,
     AttentionFigure,
     Task,
     positions,
-    register_task,
     too_long,
 )
 
@@ -399,34 +397,6 @@ class LabelTask(Task):
         return [AttentionFigure("self-attention", maps, axis, axis)]
 
 
-def memory_figure(model: MemoryTaskModel, batch: Batch, example: Example) -> AttentionFigure:
-    """A memory network's attention of one story: per hop a ``(1, 1, N)`` map from its
-    question to its facts (the ones it keeps), each labelled by its words."""
-    hops, stories = model.hop_attention(batch)
-    facts = _sentences(example.tokens or ())
-    question = facts.pop() if facts and not _is_fact(facts[-1]) else ""
-    kept = facts[len(facts) - stories.memories.shape[1] :] if facts else []
-    keys = [" ".join(words) for words in kept]
-    maps = [weights[:1, : len(keys)].unsqueeze(0) for weights in hops]
-    return AttentionFigure(
-        "memory attention", maps, [" ".join(question) or "?"], keys or ["(no facts)"], "hop"
-    )
-
-
-def _sentences(tokens: Sequence[str]) -> list[list[str]]:
-    """``tokens`` cut after every ``.``: the facts (with their ``.``), then what follows."""
-    out: list[list[str]] = [[]]
-    for token in tokens:
-        out[-1].append(token)
-        if token == STORY_END:
-            out.append([])
-    return [sentence for sentence in out if sentence]
-
-
-def _is_fact(sentence: list[str]) -> bool:
-    return bool(sentence) and sentence[-1] == STORY_END
-
-
 def refuse_seq2seq_settings(config: Config, task: str) -> None:
     """A ``[seq2seq]`` setting on a task that decodes nothing would be ignored: one line.
 
@@ -454,76 +424,3 @@ def _target_statistics(splits: DatasetSplits) -> dict[str, float]:
     targets = torch.tensor([float(str(example.label)) for example in splits.train])
     std = float(targets.std()) if len(targets) > 1 else 1.0
     return {"target_mean": float(targets.mean()), "target_std": std if std > 0 else 1.0}
-
-
-@register_task
-class TokenTask(LabelTask):
-    """A label per vector (POS tags, a graph's node classes)."""
-
-    name = "token"
-
-    def predict(self, model: nn.Module, example: Example, **options: Any) -> str:
-        """``token/TAG`` per token."""
-        return " ".join(f"{token}/{tag}" for token, tag, _ in self.tags(model, example, **options))
-
-    def tags(
-        self, model: nn.Module, example: Example, **options: Any
-    ) -> list[tuple[str, str, float]]:
-        """``(token, tag, p)`` per token."""
-        self.check_options(options)
-        best = torch.softmax(self.logits(model, example), dim=-1).max(dim=-1)
-        return [
-            (token, self.labels.decode(int(i)), float(p))
-            for token, i, p in zip(positions(example), best.indices, best.values, strict=True)
-        ]
-
-
-@register_task
-class SequenceTask(LabelTask):
-    """A label per set (sentiment, speaker, an image's class, a molecule's class)."""
-
-    name = "sequence"
-
-    def predict(self, model: nn.Module, example: Example, **options: Any) -> str:
-        """The best label, then every label with its probability."""
-        ranked = self.ranked(model, example, **options)
-        listing = ", ".join(f"{label} {p:.3f}" for label, p in ranked)
-        return f"{ranked[0][0]}\t({listing})"
-
-    def ranked(self, model: nn.Module, example: Example, **options: Any) -> list[tuple[str, float]]:
-        """``(label, p)`` from the likeliest down."""
-        self.check_options(options)
-        probs = torch.softmax(self.logits(model, example), dim=-1)
-        return [
-            (self.labels.decode(int(i)), float(probs[i])) for i in probs.argsort(descending=True)
-        ]
-
-
-@register_task
-class RegressionTask(LabelTask):
-    """A number per set (a molecule's solubility)."""
-
-    name = "regression"
-
-    def loss(self, model: Any, batch: Any, step: int) -> Tensor:
-        """:func:`regression_loss` of ``model(batch)``."""
-        assert self.spec is not None
-        std = self.spec.target_std
-        inner = getattr(model, "module", model)  # under DistributedDataParallel
-        return inner.task_loss(
-            model, batch, lambda values: regression_loss(values, batch.labels, std)
-        )
-
-    def evaluate(
-        self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None
-    ) -> dict[str, float]:
-        return evaluate_regression(model, batches, device=device)
-
-    def predict(self, model: nn.Module, example: Example, **options: Any) -> str:
-        """The predicted value, in the targets' units."""
-        return f"{self.value(model, example, **options):.4f}"
-
-    def value(self, model: nn.Module, example: Example, **options: Any) -> float:
-        """The prediction for ``example``, in the targets' units."""
-        self.check_options(options)
-        return float(self.logits(model, example))

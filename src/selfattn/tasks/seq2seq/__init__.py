@@ -28,13 +28,8 @@ from selfattn.tasks.seq2seq.sampling import (
     SamplingSchedule,
     scheduled_sampling_inputs,
 )
-from selfattn.tasks.seq2seq.task import (
-    METHODS,
-    Decoded,
-    Seq2SeqTask,
-    bpe_pair,
-    token_error_rate,
-)
+from selfattn.tasks.seq2seq.scoring import Decoded, bpe_pair, token_error_rate
+from selfattn.tasks.seq2seq.task import METHODS, Seq2SeqTask
 
 __all__ = [
     "METHODS",

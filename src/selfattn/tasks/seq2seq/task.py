@@ -15,9 +15,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any
 
-import sacrebleu
 import torch
 from tokenizers import Tokenizer
 from torch import Tensor, nn
@@ -26,7 +25,7 @@ from selfattn.config import Config
 from selfattn.data import DatasetSplits, Example, Vocabulary, tokenize
 from selfattn.data.batching.collate import batches
 from selfattn.data.batching.lengths import cut_note, fit_examples, fit_splits, slice_example
-from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch, Seq2SeqCollator, target_vocabulary
+from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch, Seq2SeqCollator
 from selfattn.data.batching.splits import dev_note, stratified_subset
 from selfattn.data.readers.label_sets import LABEL_SET_TARGETS, decoded_set
 from selfattn.data.readers.user_input import input_format
@@ -34,7 +33,6 @@ from selfattn.data.recipes import RECIPES
 from selfattn.data.specials import BOS, EOS, UNK
 from selfattn.data.types import TaskType
 from selfattn.data.vocab import train_bpe
-from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive, sample
 from selfattn.models.seq2seq_builder import (
     SEQ2SEQ_MODELS,
     Seq2SeqModel,
@@ -42,9 +40,12 @@ from selfattn.models.seq2seq_builder import (
     check_seq2seq_model,
 )
 from selfattn.models.task_model import TaskSpec, check_fields
+from selfattn.tasks.seq2seq.maps import seq2seq_figures
 from selfattn.tasks.seq2seq.objective import Seq2SeqObjective, encode_batch
-from selfattn.tasks.seq2seq.scoring import Decoded, bpe_pair, hull_scores, token_error_rate
+from selfattn.tasks.seq2seq.scoring import Decoded, bpe_pair, hull_scores, text_scores
+from selfattn.tasks.seq2seq.search import Method, search
 from selfattn.tasks.seq2seq.sequence_level import SequenceLevelObjective
+from selfattn.tasks.seq2seq.vocabularies import seq2seq_vocabularies
 from selfattn.tasks.set_metrics import set_scores
 from selfattn.tasks.task import (
     EVAL_BATCH_SIZE,
@@ -55,7 +56,6 @@ from selfattn.tasks.task import (
     too_long,
 )
 
-Method = Literal["greedy", "beam", "sample", "nat"]
 METHODS = ("greedy", "beam", "sample", "nat")
 
 
@@ -146,7 +146,9 @@ class Seq2SeqTask(Task):
         cut = fit_splits(splits, data.max_len, data.overlong, pointer=output == "pointer")
         if cut:
             notes.append(cut_note(cut, data.max_len))
-        source_vocab, target_vocab = self._vocabularies(splits)
+        source_vocab, target_vocab = seq2seq_vocabularies(
+            splits, self.bpe, output, min_freq=data.min_freq, lowercase=data.lowercase
+        )
         features = splits.train[0].features
         self.spec = TaskSpec(
             task="seq2seq",
@@ -164,29 +166,6 @@ class Seq2SeqTask(Task):
             max_target_len=self.spec.max_len,
         )
         return notes
-
-    def _vocabularies(self, splits: DatasetSplits) -> tuple[Vocabulary | None, Vocabulary | None]:
-        """The source and target vocabularies (``None``: vectors in, or pointers out)."""
-        data, output = self.config.data, self.config.seq2seq.output
-        source_vocab = target_vocab = None
-        if splits.input == "text":
-            if self.bpe is not None:
-                pieces = sorted(self.bpe.get_vocab().items(), key=lambda item: item[1])
-                shared = Vocabulary(piece for piece, _ in pieces[2:])
-                return shared, (None if output == "pointer" else shared)
-            sources = [e.tokens or () for e in splits.train]
-            source_vocab = Vocabulary.build(
-                sources, min_freq=data.min_freq, lowercase=data.lowercase
-            )
-            if output != "pointer":
-                targets = [tuple(e.label) for e in splits.train]
-                target_vocab = target_vocabulary(targets, min_freq=data.min_freq)
-        elif output == "copy":
-            raise ValueError("seq2seq.output = 'copy' copies source words: it needs text input")
-        elif output == "vocab":
-            targets = [tuple(e.label) for e in splits.train]
-            target_vocab = target_vocabulary(targets, min_freq=1)
-        return source_vocab, target_vocab
 
     def state(self) -> dict[str, Any]:
         assert self.collator is not None
@@ -322,38 +301,21 @@ class Seq2SeqTask(Task):
             encoded = encode_batch(model, batch)
             longest = int((~batch.source_padding).sum(1).max())
             max_len = min(int(settings.max_output_ratio * longest) + 10, self.spec.max_len)
-            extended = batch.num_extended
-            result: DecodeResult
-            if method == "greedy":
-                result = greedy(
-                    model, encoded, max_len=max_len, num_extended=extended, use_cache=use_cache
-                )
-            elif method == "beam":
-                result = beam_search(
-                    model,
-                    encoded,
-                    beam_size=beam_size or settings.beam_size,
-                    max_len=max_len,
-                    length_penalty=settings.length_penalty,
-                    no_repeat_ngram_size=settings.no_repeat_ngram,
-                    num_extended=extended,
-                    use_cache=use_cache,
-                )
-            elif method == "sample":
-                result = sample(
-                    model,
-                    encoded,
-                    max_len=max_len,
-                    temperature=temperature,
-                    top_k=top_k,
-                    top_p=top_p,
-                    generator=generator,
-                    num_extended=extended,
-                )
-            else:
-                result = non_autoregressive(
-                    model, encoded, length_scale=length_scale, num_extended=extended
-                )
+            result = search(
+                model,
+                encoded,
+                method,
+                settings,
+                max_len=max_len,
+                num_extended=batch.num_extended,
+                beam_size=beam_size,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                generator=generator,
+                length_scale=length_scale,
+                use_cache=use_cache,
+            )
             for row, ids in enumerate(result.tokens):
                 words = batch.extended[row] if batch.extended else []
                 tokens.append(self.collator.decode_target(ids, words))
@@ -430,15 +392,7 @@ class Seq2SeqTask(Task):
         if pointer and data.dataset.startswith("convex"):
             metrics.update(hull_scores(examples, decoded))
         elif not pointer:
-            hypotheses = [self.detokenize(h) for h in decoded.tokens]
-            gold = [[" ".join(r) for r in references]]
-            # Both sides are the recipe's space-tokenised text ("Das ist gut ."), scored
-            # alike by sacrebleu's 13a tokeniser; force=True says that is deliberate.
-            metrics["bleu"] = float(sacrebleu.corpus_bleu(hypotheses, gold, force=True).score)
-            metrics["chrf"] = float(sacrebleu.corpus_chrf(hypotheses, gold).score)
-            metrics["token_error_rate"] = token_error_rate(
-                [h.split() for h in hypotheses], references
-            )
+            metrics.update(text_scores([self.detokenize(h) for h in decoded.tokens], references))
         if splits.extra.get("targets") == LABEL_SET_TARGETS:
             # The multilabel task's numbers on the decoded sets (duplicates and <none> out).
             metrics["sequence_exact_match"] = metrics["exact_match"]
@@ -493,29 +447,4 @@ class Seq2SeqTask(Task):
             copy_ids=batch.copy_ids,
             num_extended=batch.num_extended,
         )
-        source, produced = positions(example), [*output, EOS]
-        figures = [  # the alignment first: what `selfattn attention -o FILE` writes to FILE
-            AttentionFigure(
-                "cross-attention",
-                [m[0] for m in maps.cross],
-                produced,
-                source,
-                "decoder layer",
-            ),
-            AttentionFigure(
-                "encoder self-attention",
-                [m[0] for m in maps.encoder],
-                source,
-                source,
-                "encoder layer",
-            ),
-            AttentionFigure(
-                "decoder self-attention",
-                [m[0] for m in maps.decoder],
-                produced,
-                produced,
-                "decoder layer",
-            ),
-        ]
-        # The RNN encoder–decoder has the cross-attention only.
-        return [figure for figure in figures if figure.maps]
+        return seq2seq_figures(maps, positions(example), [*output, EOS])
