@@ -107,8 +107,8 @@ def test_a_key_no_architecture_reads_is_refused_with_what_this_one_reads() -> No
     ("overrides", "message"),
     [
         (["model.window_k=3"], r"model\.window_k = 3: architecture 'transformer' does not use"),
-        (['model.architecture="ntm"'], r"'ntm' is for the bits task"),
-        (['model.architecture="rnn"'], r'"rnn" is the seq2seq RNN encoder–decoder'),
+        (['model.architecture="ntm"'], r"'ntm' is for the bits task, not a sequence task; a "),
+        (['model.architecture="rnn"'], r"'rnn' is for the seq2seq task, not a sequence task"),
         (['model.pooling="cls"', 'data.task="seq2seq"'], r"a seq2seq task pools nothing"),
         (["seq2seq.beam_size=3"], r"seq2seq\.beam_size: the \[seq2seq\] section is for"),
     ],

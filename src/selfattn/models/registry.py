@@ -18,13 +18,14 @@ from typing import Any, Literal, TypeVar
 
 from selfattn.models.option_groups import ModelOptions
 
-#: What an architecture gives a task:
+#: What an architecture gives a task (a task type accepts some, ``Task.accepts``):
 #: ``vectors``: one vector per input vector (a token, sequence, regression or multi-label
-#: head goes on top); ``encoder_stack``: a stack of attention blocks that can be the
-#: encoder of the Transformer encoder–decoder; ``answer``: one answer per input set read
-#: over hops (the memory network); ``bit_steps``: a vector of bit logits per step (the
-#: copy tasks); ``sequence``: an output sequence of its own (an encoder–decoder).
-Product = Literal["vectors", "encoder_stack", "answer", "bit_steps", "sequence"]
+#: head goes on top); ``image_vectors``: the same over an image grid only, for a label per
+#: image; ``encoder_stack``: a stack of attention blocks that can be the encoder of the
+#: Transformer encoder–decoder; ``answer``: one answer per input set read over hops (the
+#: memory network); ``bit_steps``: a vector of bit logits per step (the copy tasks);
+#: ``sequence``: an output sequence of its own (an encoder–decoder).
+Product = Literal["vectors", "image_vectors", "encoder_stack", "answer", "bit_steps", "sequence"]
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ class BitsTask(Task):
     """The ``bits`` task type (module docstring)."""
 
     name = "bits"
+    accepts = frozenset({"bit_steps"})
 
     @classmethod
     def check_config(cls, config: Any, *, text: bool | None) -> None:

@@ -41,6 +41,7 @@ class MultiLabelTask(LabelTask):
     """A set of labels per input (module docstring)."""
 
     name = "multilabel"
+    accepts = frozenset({"vectors"})
     #: ``threshold``: the probability a label needs to be in the set (``--threshold``).
     options = frozenset({"threshold"})
 

@@ -63,6 +63,7 @@ def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepa
     name = declared_task(config)
     if name is not None:  # refuse what cannot train before reading any data
         recipe = RECIPES.get(config.data.dataset)
+        TASKS[name].check_architecture(config)
         TASKS[name].check_config(config, text=None if recipe is None else recipe.input == "text")
     if name is None:  # a user's files: their columns say which task they hold
         data = config.data

@@ -24,6 +24,7 @@ from selfattn.data import DatasetSplits, Example, load_dataset
 from selfattn.data.batching.lengths import unit
 from selfattn.data.batching.splits import DEV_SEED
 from selfattn.data.types import InputKind, TaskType
+from selfattn.models.architectures import ARCHITECTURES
 from selfattn.models.task_model import TaskSpec
 
 EVAL_BATCH_SIZE = 64
@@ -91,6 +92,9 @@ class Task(abc.ABC):
     """
 
     name: ClassVar[str] = ""
+    #: What it takes from an architecture (:data:`selfattn.models.registry.Product`): an
+    #: architecture that produces none of it is refused before any data is read.
+    accepts: ClassVar[frozenset[str]] = frozenset()
     options: ClassVar[frozenset[str]] = frozenset()
     #: The values of ``train.objective`` it trains with (sequence-level ones: seq2seq).
     objectives: ClassVar[tuple[str, ...]] = ("mle",)
@@ -114,6 +118,26 @@ class Task(abc.ABC):
         #: from (``train.init_from``), learned on the same data settings: :meth:`prepare`
         #: reuses what cannot be learned again identically (the BPE merges' ids).
         self.inherited: dict[str, Any] = {}
+
+    @classmethod
+    def check_architecture(cls, config: Config) -> None:
+        """Refuse, in one line, an architecture whose products this task type does not
+        accept, naming the task types it serves and the architectures this one takes."""
+        name = config.model.architecture
+        if ARCHITECTURES[name].produces & cls.accepts:
+            return
+        serves = [task for task, kind in TASKS.items() if kind.takes(name)]
+        tasks = serves[0] if len(serves) == 1 else f"{', '.join(serves[:-1])} and {serves[-1]}"
+        takes = " or ".join(f'"{arch}"' for arch in ARCHITECTURES if cls.takes(arch))
+        raise ValueError(
+            f"model.architecture = {name!r} is for the {tasks} task{'s' * (len(serves) > 1)}, "
+            f"not a {cls.name} task; a {cls.name} task takes {takes}"
+        )
+
+    @classmethod
+    def takes(cls, architecture: str) -> bool:
+        """Whether ``architecture`` produces something this task type accepts."""
+        return bool(ARCHITECTURES[architecture].produces & cls.accepts)
 
     @classmethod
     @abc.abstractmethod

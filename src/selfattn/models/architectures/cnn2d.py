@@ -12,7 +12,7 @@ from selfattn.models.registry import register_architecture
 @register_architecture(
     "cnn2d",
     summary="a 2-D CNN over an image recipe's pixel grid",
-    produces={"vectors"},
+    produces={"image_vectors"},
 )
 @dataclass(frozen=True)
 class CNN2DOptions(EncoderOptions):

@@ -64,6 +64,7 @@ class Seq2SeqTask(Task):
     """An output sequence whose length the model decides."""
 
     name = "seq2seq"
+    accepts = frozenset({"encoder_stack", "sequence"})
     objectives = ("mle", "mrt", "reinforce")
     options = frozenset(
         {
