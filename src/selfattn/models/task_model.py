@@ -343,15 +343,21 @@ def build_model(
         target_mean=target_mean,
         target_std=target_std,
     )
+    return _encoder_model(config, spec)
+
+
+def _encoder_model(config: ModelConfig, spec: TaskSpec) -> TaskModel:
+    """Input embedding → sequence encoder → the task's head (with a [CLS] vector first,
+    and a classifier after every block, when the config asks), built in that order."""
     embedding: InputEmbedding | ImageEmbedding
     encoder: SequenceEncoder | None = None
     if uses_image(config):
-        embedding, encoder = build_image_parts(config, image_shape, task=task)
+        embedding, encoder = build_image_parts(config, spec.image_shape, task=spec.task)
     else:
         embedding = InputEmbedding(
             config.embed_dim,
-            vocab_size=vocab_size,
-            feature_dim=feature_dim,
+            vocab_size=spec.vocab_size,
+            feature_dim=spec.feature_dim,
             char_vocab_size=spec.char_vocab_size,
             char_dim=config.char_dim,
             word_dropout=config.word_dropout,
@@ -359,27 +365,9 @@ def build_model(
     cls_token = ClsToken(config.embed_dim) if config.pooling == "cls" else None
     if encoder is None:
         # The [CLS] vector takes one position of the positional tables.
-        encoder_len = max_len + (cls_token is not None)
-        encoder = build_encoder(config, max_len=encoder_len, edge_dim=edge_dim)
-    head: TokenClassifier | SequenceClassifier | SequenceRegressor
-    if task == "token":
-        head = TokenClassifier(encoder.output_dim, num_labels, dropout=config.head_rate)
-    elif task in ("sequence", "multilabel"):  # multilabel: one sigmoid logit per label
-        head = SequenceClassifier(
-            encoder.output_dim, num_labels, pooling=config.pooling, dropout=config.head_rate
-        )
-    elif task == "regression":
-        head = SequenceRegressor(
-            encoder.output_dim,
-            pooling=config.pooling,
-            dropout=config.head_rate,
-            target_mean=target_mean,
-            target_std=target_std,
-        )
-    else:
-        raise ValueError(
-            f"unknown task {task!r}; choose 'token', 'sequence', 'multilabel' or 'regression'"
-        )
+        encoder_len = spec.max_len + (cls_token is not None)
+        encoder = build_encoder(config, max_len=encoder_len, edge_dim=spec.edge_dim)
+    head = _head(config, spec, encoder.output_dim)
     if config.exit_heads:
         # Imported here: the early-exit model is a TaskModel, defined in terms of this module.
         from selfattn.models.early_exit import build_exit_model
@@ -393,6 +381,29 @@ def build_model(
         model = TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
     use_layer_choices(model, config)
     return model
+
+
+def _head(
+    config: ModelConfig, spec: TaskSpec, width: int
+) -> TokenClassifier | SequenceClassifier | SequenceRegressor:
+    """The head of ``spec.task`` on ``width``-wide encoder outputs."""
+    if spec.task == "token":
+        return TokenClassifier(width, spec.num_labels, dropout=config.head_rate)
+    if spec.task in ("sequence", "multilabel"):  # multilabel: one sigmoid logit per label
+        return SequenceClassifier(
+            width, spec.num_labels, pooling=config.pooling, dropout=config.head_rate
+        )
+    if spec.task == "regression":
+        return SequenceRegressor(
+            width,
+            pooling=config.pooling,
+            dropout=config.head_rate,
+            target_mean=spec.target_mean,
+            target_std=spec.target_std,
+        )
+    raise ValueError(
+        f"unknown task {spec.task!r}; choose 'token', 'sequence', 'multilabel' or 'regression'"
+    )
 
 
 def _memory_model(
