@@ -184,6 +184,34 @@ def test_bad_inputs_are_one_line_errors() -> None:
 
 
 @pytest.mark.parametrize("family", ["transformer", "rnn"])
+def test_both_families_refuse_bad_vocabularies_and_sources_in_one_line(family: str) -> None:
+    """The checks the two families share: a target vocabulary of specials only, shared
+    embeddings over two vocabulary sizes (or over a pointer's source positions), and a
+    source whose (B, S) is not its padding's."""
+
+    def build(**options: Any) -> Any:
+        if family == "transformer":
+            return Seq2SeqTransformer(STACK, decoder_like(STACK), **options)
+        return RNNSeq2Seq(embed_dim=16, hidden_dim=16, **options)
+
+    with pytest.raises(ValueError, match=rf"target_vocab_size \({NUM_SPECIALS}\) must exceed"):
+        build(target_vocab_size=NUM_SPECIALS, source_vocab_size=30)
+    with pytest.raises(ValueError, match="one vocabulary size, got source 20 and target 30"):
+        build(target_vocab_size=30, source_vocab_size=20, share_embeddings=True)
+    if family == "transformer":
+        with pytest.raises(ValueError, match="share_embeddings needs text on both sides"):
+            build(
+                target_vocab_size=30, source_vocab_size=30, share_embeddings=True, output="pointer"
+            )
+    model = build(target_vocab_size=30, source_vocab_size=30, share_embeddings=True)
+    assert model.target_embed is model.source_embed
+    with pytest.raises(
+        ValueError, match=r"source \(1, 4\) and padding \(1, 5\) disagree on \(B, S\)"
+    ):
+        model.encode(torch.randint(NUM_SPECIALS, 30, (1, 4)), torch.zeros(1, 5, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("family", ["transformer", "rnn"])
 def test_decode_refuses_bad_target_in_in_one_line(family: str) -> None:
     """Both families refuse decoder inputs of the wrong shape or batch, and inputs (with
     what the cache holds) longer than max_len + 1, naming the shapes and lengths."""

@@ -24,8 +24,8 @@ __all__ = ["BlockConfig", "ConvNormName"]
 #: layer norm (per frame: no statistics shared across the batch or across time).
 ConvNormName = Literal["batch", "layer"]
 
-# Softmax attention's defaults; anything else needs a kernel with the "scores" capability.
-_DEFAULT_SCORING = {"score": "scaled_dot", "normalizer": "softmax", "include_self": True}
+#: Softmax attention's defaults; anything else needs a kernel with the "scores" capability.
+DEFAULT_SCORING = {"score": "scaled_dot", "normalizer": "softmax", "include_self": True}
 
 
 def kernel_takes_dropout(name: str) -> bool:
@@ -147,7 +147,7 @@ class BlockConfig:
                 f"unknown attention kernel {self.attention!r}; choose one of {sorted(KERNELS)}"
             )
         kernel = KERNELS[self.attention]
-        for name, default in _DEFAULT_SCORING.items():
+        for name, default in DEFAULT_SCORING.items():
             if getattr(self, name) != default and not kernel.supports("scores"):
                 raise ValueError(
                     f"{name}={getattr(self, name)!r} needs attention='dense': kernel "

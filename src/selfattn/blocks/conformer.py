@@ -77,6 +77,19 @@ class ConformerFeedForward(nn.Module):
         self.hidden_dropout = nn.Dropout(dropout if hidden_dropout is None else hidden_dropout)
         self.dropout = nn.Dropout(dropout)
 
+    @classmethod
+    def from_config(cls, config: BlockConfig) -> ConformerFeedForward:
+        """The module of a :class:`ConformerBlock` with ``config``: its sizes, ``dropout``
+        (and ``ffn_dropout`` inside), ``layer_norm_eps`` and ``bias``."""
+        return cls(
+            config.embed_dim,
+            config.ffn_dim,
+            config.dropout,
+            config.layer_norm_eps,
+            bias=config.bias,
+            hidden_dropout=config.hidden_dropout,
+        )
+
     def forward(self, x: Tensor) -> Tensor:
         """Args: x ``(B, L, E)``. Returns ``(B, L, E)``."""
         hidden = self.hidden_dropout(F.silu(self.in_proj(self.norm(x))))  # Swish (β = 1): SiLU
@@ -210,15 +223,8 @@ class ConformerBlock(nn.Module):
     ) -> None:
         super().__init__()
         self.config = config
-        embed_dim, ffn_dim, eps = config.embed_dim, config.ffn_dim, config.layer_norm_eps
-        self.feedforward1 = ConformerFeedForward(
-            embed_dim,
-            ffn_dim,
-            config.dropout,
-            eps,
-            bias=config.bias,
-            hidden_dropout=config.hidden_dropout,
-        )
+        embed_dim, eps = config.embed_dim, config.layer_norm_eps
+        self.feedforward1 = ConformerFeedForward.from_config(config)
         self.attention_norm = nn.LayerNorm(embed_dim, eps=eps, bias=config.bias)
         self.self_attn = self_attention(config, positional=positional, kernel=kernel)
         self.attention_out_dropout = nn.Dropout(config.dropout)
@@ -230,14 +236,7 @@ class ConformerBlock(nn.Module):
             layer_norm_eps=eps,
             bias=config.bias,
         )
-        self.feedforward2 = ConformerFeedForward(
-            embed_dim,
-            ffn_dim,
-            config.dropout,
-            eps,
-            bias=config.bias,
-            hidden_dropout=config.hidden_dropout,
-        )
+        self.feedforward2 = ConformerFeedForward.from_config(config)
         self.final_norm = nn.LayerNorm(embed_dim, eps=eps, bias=config.bias)
 
     def forward(

@@ -4,12 +4,8 @@
 
 from __future__ import annotations
 
-from torch import nn
-
 from selfattn.blocks.conformer import ConformerBlock
-from selfattn.models.config import StackConfig
 from selfattn.models.encoder import BlockStack
-from selfattn.positional.base import RelativePositional
 
 
 class Conformer(BlockStack):
@@ -27,14 +23,7 @@ class Conformer(BlockStack):
             attention for long utterances.
     """
 
-    def make_block(
-        self,
-        config: StackConfig,
-        *,
-        positional: RelativePositional | None,
-        kernel: nn.Module | None,
-    ) -> nn.Module:
-        return ConformerBlock(config, positional=positional, kernel=kernel)
+    block_type = ConformerBlock
 
     def has_final_norm(self) -> bool:
         # Every Conformer block ends in a LayerNorm: a final one only when asked for.

@@ -10,15 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.cache import DecoderCache
 from selfattn.blocks.decoder_block import DecoderBlock
-from selfattn.blocks.encoder_block import layer_norm
 from selfattn.models.checkpointing import run_block
 from selfattn.models.config import StackConfig
-from selfattn.models.encoder import build_positionals
+from selfattn.models.encoder import LayerStack
 
 
 @dataclass
@@ -40,7 +39,7 @@ class DecoderOutput:
     cross_attentions: list[Tensor] | None = None
 
 
-class Decoder(nn.Module):
+class Decoder(LayerStack):
     """A stack of :class:`~selfattn.blocks.DecoderBlock`.
 
     Args:
@@ -52,11 +51,9 @@ class Decoder(nn.Module):
             with ``share_weights`` the shared block keeps one alignment per application.
 
     Attributes:
-        checkpoint_activations: recompute each block's activations in the backward pass
-            (:mod:`selfattn.models.checkpointing`); never with a KV cache. Off by default.
+        checkpoint_activations: as :class:`~selfattn.models.encoder.LayerStack`'s, but never
+            with a KV cache.
     """
-
-    checkpoint_activations: bool = False
 
     def __init__(
         self,
@@ -65,19 +62,12 @@ class Decoder(nn.Module):
         memory_dim: int | None = None,
         alignment: AlignmentConfig | None = None,
     ) -> None:
-        super().__init__()
-        self.config = config
-        self.num_layers = config.num_layers
-        num_blocks = 1 if config.share_weights else config.num_layers
-        self.absolute, relatives = build_positionals(config, num_blocks)
-        self.embed_dropout = nn.Dropout(config.input_dropout)
-        blocks = [
-            DecoderBlock(config, memory_dim=memory_dim, positional=relative, alignment=alignment)
-            for relative in relatives
-        ]
-        # A shared block appears num_layers times; parameters() still lists it once.
-        self.layers = nn.ModuleList(blocks * config.num_layers if config.share_weights else blocks)
-        self.norm = layer_norm(config) if config.has_final_norm else None
+        super().__init__(
+            config,
+            lambda _, relative: DecoderBlock(
+                config, memory_dim=memory_dim, positional=relative, alignment=alignment
+            ),
+        )
 
     def forward(
         self,

@@ -11,11 +11,10 @@ times, so depth costs compute but no parameters.
 
 from __future__ import annotations
 
-import abc
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
@@ -78,14 +77,28 @@ def build_positionals(
     return None, relatives
 
 
-class BlockStack(nn.Module, abc.ABC):
-    """Positions, then ``num_layers`` blocks of one kind, then an optional final norm: what
-    :class:`Encoder` and :class:`~selfattn.models.Conformer` share.
+def distinct_blocks(config: StackConfig) -> int:
+    """How many blocks with parameters of their own a stack has: one shared block with
+    ``config.share_weights``, else one per layer."""
+    return 1 if config.share_weights else config.num_layers
+
+
+def stack_layers(config: StackConfig, make_block: Callable[[int], nn.Module]) -> nn.ModuleList:
+    """The stack's ``num_layers`` layers: block ``make_block(index)`` for each of the
+    :func:`distinct_blocks`, a shared one repeated ``num_layers`` times."""
+    blocks = [make_block(index) for index in range(distinct_blocks(config))]
+    # A shared block appears num_layers times; parameters() still lists it once.
+    return nn.ModuleList(blocks * config.num_layers if config.share_weights else blocks)
+
+
+class LayerStack(nn.Module):
+    """Positions, then ``num_layers`` blocks, then an optional final norm: how the encoder
+    stacks (:class:`BlockStack`) and the :class:`~selfattn.models.Decoder` are built.
 
     Args:
-        config: the stack's options; every block receives it whole, with its own relative
-            positional encoding and attention kernel (Linformer's projections,
-            Performer's features are per block; a shared block shares them).
+        config: the stack's options; every block receives it whole.
+        make_block: block ``index`` of the :func:`distinct_blocks`, given its own relative
+            positional encoding (``None`` when the encoding is absolute or there is none).
 
     Attributes:
         checkpoint_activations: recompute each block's activations in the backward pass
@@ -94,45 +107,46 @@ class BlockStack(nn.Module, abc.ABC):
 
     checkpoint_activations: bool = False
 
-    def __init__(self, config: StackConfig) -> None:
+    def __init__(
+        self, config: StackConfig, make_block: Callable[[int, RelativePositional | None], nn.Module]
+    ) -> None:
         super().__init__()
         self.config = config
         self.num_layers = config.num_layers
-        num_blocks = 1 if config.share_weights else config.num_layers
-        self.absolute, relatives = build_positionals(config, num_blocks)
+        self.absolute, relatives = build_positionals(config, distinct_blocks(config))
         self.embed_dropout = nn.Dropout(config.input_dropout)
-        blocks = [
-            self.make_block(
-                config,
-                positional=relative,
-                kernel=block_kernel(
-                    config.attention,
-                    config.kernel_options(),
-                    config.head_dim,
-                    config.max_len,
-                    index,
-                ),
-            )
-            for index, relative in enumerate(relatives)
-        ]
-        # A shared block appears num_layers times; parameters() still lists it once.
-        self.layers = nn.ModuleList(blocks * config.num_layers if config.share_weights else blocks)
+        self.layers = stack_layers(config, lambda index: make_block(index, relatives[index]))
         self.norm = layer_norm(config) if self.has_final_norm() else None
 
-    @abc.abstractmethod
-    def make_block(
-        self,
-        config: StackConfig,
-        *,
-        positional: RelativePositional | None,
-        kernel: nn.Module | None,
-    ) -> nn.Module:
-        """One block of the stack."""
-
-    @abc.abstractmethod
     def has_final_norm(self) -> bool:
-        """Whether the stack normalises its output (``config.final_norm``, else its blocks'
-        default)."""
+        """Whether the stack normalises its output (``config.final_norm``, else after
+        pre-LN blocks)."""
+        return self.config.has_final_norm
+
+
+class BlockStack(LayerStack):
+    """A stack of self-attention blocks of one kind: what :class:`Encoder` and
+    :class:`~selfattn.models.Conformer` share.
+
+    Args:
+        config: the stack's options; every block receives it whole, with its own relative
+            positional encoding and attention kernel (Linformer's projections,
+            Performer's features are per block; a shared block shares them).
+    """
+
+    #: The class of the blocks, built as ``block_type(config, positional=…, kernel=…)``.
+    block_type: ClassVar[type[nn.Module]]
+
+    def __init__(self, config: StackConfig) -> None:
+        super().__init__(config, self.make_block)
+
+    def make_block(self, index: int, positional: RelativePositional | None) -> nn.Module:
+        """Block ``index`` of the stack, with its attention kernel."""
+        config = self.config
+        kernel = block_kernel(
+            config.attention, config.kernel_options(), config.head_dim, config.max_len, index
+        )
+        return self.block_type(config, positional=positional, kernel=kernel)
 
     def forward(
         self,
@@ -194,17 +208,7 @@ class Encoder(BlockStack):
             ``config.attention_options`` (e.g. ``{"window": 256}``).
     """
 
-    def make_block(
-        self,
-        config: StackConfig,
-        *,
-        positional: RelativePositional | None,
-        kernel: nn.Module | None,
-    ) -> nn.Module:
-        return EncoderBlock(config, positional=positional, kernel=kernel)
-
-    def has_final_norm(self) -> bool:
-        return self.config.has_final_norm
+    block_type = EncoderBlock
 
 
 def block_kernel(

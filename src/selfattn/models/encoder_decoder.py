@@ -8,20 +8,22 @@ sampling ask the model for a fresh :class:`DecodingState`, hand it back to every
 :meth:`EncoderDecoder.decode` call, and move its rows with :meth:`DecodingState.reorder`
 when beams are re-ranked or finished rows dropped.
 
-What the two families share is here too: the teacher-forced ``forward``
-(:class:`TeacherForcing`) and the initialisation of their word embeddings
-(:func:`token_embedding`).
+What the two families share is here too: the module they derive from
+(:class:`EncoderDecoderModule`: embeddings, the teacher-forced ``forward``, attention
+maps), the initialisation of their word tables (:func:`token_embedding`) and the checks of
+their options and inputs.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol, cast
 
 import torch
 from torch import Tensor, nn
 
-from selfattn.data.specials import PAD_ID
-from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqOutput
+from selfattn.data.specials import NUM_SPECIALS, PAD_ID, UNK_ID
+from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqAttentionMaps, Seq2SeqOutput
 
 
 class DecodingState(Protocol):
@@ -84,9 +86,97 @@ class EncoderDecoder(Protocol):
         ...
 
 
-class TeacherForcing(nn.Module):
-    """``forward`` of an :class:`EncoderDecoder`: encode, then decode every position of
-    ``target_in`` (teacher forcing), as training and scoring run it."""
+class EncoderDecoderModule(nn.Module):
+    """The module both families derive from: their word embeddings, the checks of a
+    source batch, the teacher-forced ``forward`` and the attention maps of an
+    :class:`EncoderDecoder`.
+
+    A subclass sets ``max_len`` and ``target_vocab_size`` and builds its embeddings with
+    :meth:`init_embeddings`.
+    """
+
+    max_len: int
+    target_vocab_size: int
+    embed_scale: float
+    source_embed: nn.Module
+    target_embed: nn.Module
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: What the model was built from (a task spec), kept for checkpoints; set by builders.
+        self.spec: object | None = None
+
+    def init_embeddings(
+        self,
+        embed_dim: int,
+        *,
+        source_vocab_size: int | None,
+        source_feature_dim: int | None,
+        target_rows: int,
+        share_embeddings: bool,
+    ) -> None:
+        """Build ``source_embed`` (a word table for text, a linear map of F-dimensional
+        vectors otherwise), then ``target_embed`` (``target_rows`` words, or the source's
+        table when ``share_embeddings``); both are scaled by √E on input."""
+        self.embed_scale = math.sqrt(embed_dim)
+        if source_vocab_size is not None:
+            self.source_embed = token_embedding(source_vocab_size, embed_dim)
+        else:
+            assert source_feature_dim is not None
+            self.source_embed = nn.Linear(source_feature_dim, embed_dim)
+        self.target_embed = (
+            self.source_embed if share_embeddings else token_embedding(target_rows, embed_dim)
+        )
+
+    def output_projection(self, embed_dim: int, *, tie_output: bool) -> nn.Linear:
+        """The ``(E → V)`` vocabulary projection, reusing the target embedding matrix when
+        ``tie_output`` (Press & Wolf 2017)."""
+        projection = nn.Linear(embed_dim, self.target_vocab_size, bias=False)
+        if tie_output:
+            assert isinstance(self.target_embed, nn.Embedding)
+            projection.weight = self.target_embed.weight
+        return projection
+
+    def embed_source(self, source: Tensor) -> Tensor:
+        """``(B, S)`` ids or ``(B, S, F)`` vectors → ``(B, S, E)`` (word vectors × √E)."""
+        vectors = self.source_embed(source)
+        if isinstance(self.source_embed, nn.Embedding):
+            vectors = vectors * self.embed_scale
+        return vectors
+
+    def embed_words(self, ids: Tensor) -> Tensor:
+        """``(B, T)`` target ids → word vectors ``(B, T, E)`` × √E."""
+        # Copied words outside the vocabulary are read back as <unk> (See et al. 2017).
+        ids = ids.masked_fill(ids >= self.target_vocab_size, UNK_ID)
+        return self.target_embed(ids) * self.embed_scale
+
+    def check_source(self, source: Tensor, padding: Tensor) -> None:
+        """Refuse a source whose ``(B, S)`` is not its padding's, or longer than ``max_len``."""
+        if source.shape[:2] != padding.shape:
+            raise ValueError(
+                f"source {tuple(source.shape)} and padding {tuple(padding.shape)} disagree "
+                "on (B, S)"
+            )
+        if source.shape[1] > self.max_len:
+            raise ValueError(
+                f"source of length {source.shape[1]} is longer than the model's max_len "
+                f"({self.max_len})"
+            )
+
+    def check_target_in(self, target_in: Tensor, encoded: EncodedSource, offset: int) -> None:
+        """Refuse decoder inputs that are not ``(B, T)`` for the encoded batch, or that
+        would run past ``max_len`` output tokens (BOS, y₁ … y_max_len) after ``offset``
+        cached ones."""
+        if target_in.dim() != 2 or target_in.shape[0] != encoded.memory.shape[0]:
+            raise ValueError(
+                f"target_in must be (B, T) with B = {encoded.memory.shape[0]}, got "
+                f"{tuple(target_in.shape)}"
+            )
+        if offset + target_in.shape[1] > self.max_len + 1:
+            raise ValueError(
+                f"target of length {offset + target_in.shape[1]} exceeds the model's "
+                f"max_len + 1 ({self.max_len + 1})"
+            )
 
     def forward(
         self,
@@ -99,8 +189,10 @@ class TeacherForcing(nn.Module):
         num_extended: int = 0,
         need_weights: bool = False,
     ) -> Seq2SeqOutput:
-        """``(B, S)`` ids or ``(B, S, F)`` vectors, their ``(B, S)`` padding and the
-        ``(B, T)`` decoder inputs → next-token log-probabilities ``(B, T, V)``."""
+        """Encode, then decode every position of ``target_in`` (teacher forcing), as
+        training and scoring run it: ``(B, S)`` ids or ``(B, S, F)`` vectors, their
+        ``(B, S)`` padding and the ``(B, T)`` decoder inputs → next-token log-probabilities
+        ``(B, T, V)``."""
         model = cast(EncoderDecoder, self)
         encoded = model.encode(source, source_padding, copy_ids=copy_ids)
         return model.decode(
@@ -110,6 +202,56 @@ class TeacherForcing(nn.Module):
             need_weights=need_weights,
             num_extended=num_extended,
         )
+
+    def encode_with_weights(
+        self, source: Tensor, padding: Tensor, *, copy_ids: Tensor | None = None
+    ) -> tuple[EncodedSource, list[Tensor]]:
+        """:meth:`EncoderDecoder.encode`, and the encoder's self-attention weights per
+        layer: none here (an RNN encoder has no self-attention); a Transformer overrides it."""
+        return cast(EncoderDecoder, self).encode(source, padding, copy_ids=copy_ids), []
+
+    @torch.no_grad()
+    def attention_maps(
+        self,
+        source: Tensor,
+        source_padding: Tensor,
+        target_in: Tensor,
+        *,
+        target_padding: Tensor | None = None,
+        copy_ids: Tensor | None = None,
+        num_extended: int = 0,
+    ) -> Seq2SeqAttentionMaps:
+        """Every layer's attention weights under teacher forcing, per head.
+
+        Args:
+            source: ``(B, S)`` token ids or ``(B, S, F)`` vectors.
+            source_padding: ``(B, S)`` boolean, True at padding.
+            target_in: ``(B, T)`` decoder input ids: BOS and a target prefix (e.g. the
+                decoded output), so row t shows what predicting token t + 1 attended to.
+            target_padding: ``(B, T)`` True at target padding.
+            copy_ids: ``(B, S)`` copy mode's extended-vocabulary ids of the source.
+            num_extended: copy mode: size of the out-of-vocabulary extension.
+
+        Returns:
+            A :class:`Seq2SeqAttentionMaps`; rows sum to 1 over real keys (softmax), and
+            padded keys and the decoder's future get exactly 0. The RNN encoder–decoder's
+            ``cross`` is one ``(B, 1, T, S)`` map and its ``encoder`` and ``decoder`` are
+            empty (it has no self-attention).
+
+        Raises:
+            ValueError: the encoder's attention kernel forms no attention matrix (its
+                one-line refusal).
+        """
+        encoded, encoder_maps = self.encode_with_weights(source, source_padding, copy_ids=copy_ids)
+        out = cast(EncoderDecoder, self).decode(
+            target_in,
+            encoded,
+            target_padding=target_padding,
+            need_weights=True,
+            num_extended=num_extended,
+        )
+        assert out.cross_attentions is not None
+        return Seq2SeqAttentionMaps(encoder_maps, out.self_attentions or [], out.cross_attentions)
 
 
 def token_embedding(rows: int, embed_dim: int) -> nn.Embedding:
@@ -124,16 +266,32 @@ def token_embedding(rows: int, embed_dim: int) -> nn.Embedding:
     return embedding
 
 
-def check_target_in(target_in: Tensor, encoded: EncodedSource, offset: int, max_len: int) -> None:
-    """Refuse decoder inputs that are not ``(B, T)`` for the encoded batch, or that would
-    run past ``max_len`` output tokens (BOS, y₁ … y_max_len) after ``offset`` cached ones."""
-    if target_in.dim() != 2 or target_in.shape[0] != encoded.memory.shape[0]:
+def check_source_input(source_vocab_size: int | None, source_feature_dim: int | None) -> None:
+    """Refuse a source that is both or neither text (a vocabulary) and vectors (F)."""
+    if (source_vocab_size is None) == (source_feature_dim is None):
+        raise ValueError("give exactly one of source_vocab_size and source_feature_dim")
+
+
+def check_target_vocab(target_vocab_size: int) -> None:
+    """Refuse a target vocabulary of nothing but the special ids."""
+    if target_vocab_size <= NUM_SPECIALS:
         raise ValueError(
-            f"target_in must be (B, T) with B = {encoded.memory.shape[0]}, got "
-            f"{tuple(target_in.shape)}"
+            f"target_vocab_size ({target_vocab_size}) must exceed the {NUM_SPECIALS} "
+            "special ids (pad, unk, bos, eos)"
         )
-    if offset + target_in.shape[1] > max_len + 1:
+
+
+def check_shared_embeddings(
+    share_embeddings: bool,
+    source_vocab_size: int | None,
+    target_vocab_size: int,
+    *,
+    pointer: bool = False,
+) -> None:
+    """Refuse ``share_embeddings`` unless both sides are text of one vocabulary size (a
+    pointer's outputs are source positions, not words)."""
+    if share_embeddings and (source_vocab_size != target_vocab_size or pointer):
         raise ValueError(
-            f"target of length {offset + target_in.shape[1]} exceeds the model's "
-            f"max_len + 1 ({max_len + 1})"
+            "share_embeddings needs text on both sides with one vocabulary size, got "
+            f"source {source_vocab_size} and target {target_vocab_size}"
         )

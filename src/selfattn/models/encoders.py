@@ -19,7 +19,6 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from selfattn.models.act import AdaptiveDepth
 from selfattn.models.config import StackConfig
@@ -27,6 +26,7 @@ from selfattn.models.conformer import Conformer
 from selfattn.models.encoder import BlockStack, Encoder
 from selfattn.models.graph import GraphTransformer
 from selfattn.models.options import ModelConfig
+from selfattn.models.recurrent import bidirectional_rnn, run_packed
 
 
 class SequenceEncoder(nn.Module, abc.ABC):
@@ -219,14 +219,7 @@ class BiGRUEncoder(SequenceEncoder):
             raise ValueError(f"bigru needs an even hidden size (ffn_dim), got {hidden_dim}")
         self.output_dim = hidden_dim
         self.input_dropout = nn.Dropout(dropout)
-        self.gru = nn.GRU(
-            embed_dim,
-            hidden_dim // 2,
-            num_layers,
-            batch_first=True,
-            bidirectional=True,
-            dropout=dropout if num_layers > 1 else 0.0,
-        )
+        self.gru = bidirectional_rnn(nn.GRU, embed_dim, hidden_dim, num_layers, dropout)
 
     @classmethod
     def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
@@ -237,15 +230,8 @@ class BiGRUEncoder(SequenceEncoder):
         positions = torch.arange(x.shape[1], device=x.device)
         if not torch.equal(key_padding_mask, positions >= lengths[:, None]):
             raise ValueError("bigru needs right-padded sequences (padding after the tokens)")
-        # pack_padded_sequence wants lengths ≥ 1 on the CPU; an all-padding row stays zero.
-        packed = pack_padded_sequence(
-            self.input_dropout(x),
-            lengths.clamp(min=1).cpu(),
-            batch_first=True,
-            enforce_sorted=False,
-        )
-        out, _ = self.gru(packed)
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        # Packed sequences want lengths ≥ 1; an all-padding row stays zero.
+        out = run_packed(self.gru, self.input_dropout(x), lengths.clamp(min=1))
         return _zero_padding(out, key_padding_mask)
 
 

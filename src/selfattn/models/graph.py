@@ -35,6 +35,7 @@ from selfattn.blocks.encoder_block import ResidualBlock, feed_forward, layer_nor
 from selfattn.kernels.graph import dense_to_edge_index, edge_attention, scatter_softmax
 from selfattn.models.checkpointing import run_block
 from selfattn.models.config import StackConfig
+from selfattn.models.encoder import stack_layers
 
 
 class GraphAttention(nn.Module):
@@ -160,12 +161,7 @@ class GraphTransformer(nn.Module):
             )
         self.config = config
         self.edge_dim = edge_dim or 0
-        blocks = [
-            GraphBlock(config, edge_dim=self.edge_dim)
-            for _ in range(1 if config.share_weights else config.num_layers)
-        ]
-        # A shared block appears num_layers times; parameters() still lists it once.
-        self.blocks = nn.ModuleList(blocks * config.num_layers if config.share_weights else blocks)
+        self.blocks = stack_layers(config, lambda _: GraphBlock(config, edge_dim=self.edge_dim))
         self.final_norm = layer_norm(config) if config.has_final_norm else nn.Identity()
 
     def forward(

@@ -29,26 +29,24 @@ non-autoregressive pass: an RNN decoder reads its outputs left to right.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.match import RNN_SCORES as RNN_SCORES  # re-exported
 from selfattn.attention.match import MatchAttention
-from selfattn.data.specials import NUM_SPECIALS, UNK_ID
-from selfattn.models.encoder_decoder import TeacherForcing, check_target_in, token_embedding
-from selfattn.models.seq2seq_outputs import (
-    EncodedSource,
-    Seq2SeqAttentionMaps,
-    Seq2SeqOutput,
-    score_precision,
+from selfattn.models.encoder_decoder import (
+    EncoderDecoderModule,
+    check_shared_embeddings,
+    check_source_input,
+    check_target_vocab,
 )
+from selfattn.models.recurrent import bidirectional_rnn, run_packed
+from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqOutput, score_precision
 
 RNNCell = Literal["gru", "lstm"]
 RNN_CELLS: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -92,7 +90,7 @@ class RecurrentState:
             self.alignment = self.alignment.index_select(0, index)
 
 
-class RNNSeq2Seq(TeacherForcing):
+class RNNSeq2Seq(EncoderDecoderModule):
     """Embedding → bidirectional RNN encoder → attentive RNN decoder → vocabulary.
 
     Args:
@@ -140,8 +138,7 @@ class RNNSeq2Seq(TeacherForcing):
         alignment: AlignmentConfig | None = None,
     ) -> None:
         super().__init__()
-        if (source_vocab_size is None) == (source_feature_dim is None):
-            raise ValueError("give exactly one of source_vocab_size and source_feature_dim")
+        check_source_input(source_vocab_size, source_feature_dim)
         if cell not in RNN_CELLS:
             raise ValueError(f"unknown rnn cell {cell!r}; choose one of {', '.join(RNN_CELLS)}")
         if hidden_dim % 2:
@@ -149,38 +146,21 @@ class RNNSeq2Seq(TeacherForcing):
                 f"the RNN's hidden size ({hidden_dim}) must be even: each encoder direction "
                 "has half of it"
             )
-        if target_vocab_size <= NUM_SPECIALS:
-            raise ValueError(
-                f"target_vocab_size ({target_vocab_size}) must exceed the {NUM_SPECIALS} "
-                "special ids (pad, unk, bos, eos)"
-            )
-        if share_embeddings and source_vocab_size != target_vocab_size:
-            raise ValueError(
-                "share_embeddings needs text on both sides with one vocabulary size, got "
-                f"source {source_vocab_size} and target {target_vocab_size}"
-            )
+        check_target_vocab(target_vocab_size)
+        check_shared_embeddings(share_embeddings, source_vocab_size, target_vocab_size)
         decoder_layers = decoder_layers or num_layers
         self.embed_dim, self.hidden_dim, self.max_len = embed_dim, hidden_dim, max_len
         self.target_vocab_size = target_vocab_size
         self.cell, self.input_feeding = cell, input_feeding
-        self.embed_scale = math.sqrt(embed_dim)
-        self.source_embed: nn.Module = (
-            token_embedding(source_vocab_size, embed_dim)
-            if source_vocab_size is not None
-            else nn.Linear(source_feature_dim or 0, embed_dim)
-        )
-        self.target_embed = (
-            self.source_embed if share_embeddings else token_embedding(target_vocab_size, embed_dim)
+        self.init_embeddings(
+            embed_dim,
+            source_vocab_size=source_vocab_size,
+            source_feature_dim=source_feature_dim,
+            target_rows=target_vocab_size,
+            share_embeddings=share_embeddings,
         )
         rnn = RNN_CELLS[cell]
-        self.encoder = rnn(
-            embed_dim,
-            hidden_dim // 2,
-            num_layers,
-            batch_first=True,
-            bidirectional=True,
-            dropout=dropout if num_layers > 1 else 0.0,
-        )
+        self.encoder = bidirectional_rnn(rnn, embed_dim, hidden_dim, num_layers, dropout)
         self.bridge = nn.Linear(hidden_dim, decoder_layers * hidden_dim)
         self.decoder = rnn(
             embed_dim * (2 if input_feeding else 1),
@@ -192,12 +172,7 @@ class RNNSeq2Seq(TeacherForcing):
         self.attention = MatchAttention(score, hidden_dim, alignment)
         self.combine = nn.Linear(2 * hidden_dim, embed_dim, bias=False)  # h̃ = tanh(W_c[c; z])
         self.dropout = nn.Dropout(dropout)
-        self.out_proj = nn.Linear(embed_dim, target_vocab_size, bias=False)
-        if tie_output:
-            assert isinstance(self.target_embed, nn.Embedding)
-            self.out_proj.weight = self.target_embed.weight
-        #: What the model was built from (a task spec), kept for checkpoints; set by builders.
-        self.spec: object | None = None
+        self.out_proj = self.output_projection(embed_dim, tie_output=tie_output)
 
     # ------------------------------------------------------------------ encoder side
 
@@ -217,27 +192,12 @@ class RNNSeq2Seq(TeacherForcing):
         """
         if copy_ids is not None:
             raise ValueError("the RNN encoder–decoder has no copy output (copy_ids given)")
-        if source.shape[:2] != padding.shape:
-            raise ValueError(
-                f"source {tuple(source.shape)} and padding {tuple(padding.shape)} disagree "
-                "on (B, S)"
-            )
-        if source.shape[1] > self.max_len:
-            raise ValueError(
-                f"source of length {source.shape[1]} is longer than the model's max_len "
-                f"({self.max_len})"
-            )
+        self.check_source(source, padding)
         lengths = (~padding).sum(1)
         if bool((lengths == 0).any()):
             raise ValueError("every source needs at least one real (unpadded) position")
-        vectors = self.source_embed(source)
-        if isinstance(self.source_embed, nn.Embedding):
-            vectors = vectors * self.embed_scale
-        packed = pack_padded_sequence(
-            self.dropout(vectors), lengths.cpu(), batch_first=True, enforce_sorted=False
-        )
-        states, _ = self.encoder(packed)
-        memory, _ = pad_packed_sequence(states, batch_first=True, total_length=source.shape[1])
+        vectors = self.embed_source(source)
+        memory = run_packed(self.encoder, self.dropout(vectors), lengths)
         return EncodedSource(memory, padding, None, vectors)
 
     def initial_state(self, encoded: EncodedSource) -> RecurrentState:
@@ -305,10 +265,9 @@ class RNNSeq2Seq(TeacherForcing):
         if num_extended:
             raise ValueError("the RNN encoder–decoder has no copy output (num_extended > 0)")
         offset = 0 if cache is None else cache.offset
-        check_target_in(target_in, encoded, offset, self.max_len)
+        self.check_target_in(target_in, encoded, offset)
         state = cache if cache is not None and offset > 0 else self.initial_state(encoded)
-        ids = target_in.masked_fill(target_in >= self.target_vocab_size, UNK_ID)
-        inputs = self.dropout(self.target_embed(ids) * self.embed_scale)  # (B, T, E)
+        inputs = self.dropout(self.embed_words(target_in))  # (B, T, E)
         if self.input_feeding:
             attentional, weights, state = self._steps(inputs, encoded, state)
         else:
@@ -367,34 +326,3 @@ class RNNSeq2Seq(TeacherForcing):
             empty = inputs.new_zeros(inputs.shape[0], 0, self.embed_dim)
             return empty, inputs.new_zeros(inputs.shape[0], 0, encoded.memory.shape[1]), state
         return torch.cat(attentional, dim=1), torch.cat(weights, dim=1), state
-
-    # ------------------------------------------------------------------ whole batches
-
-    @torch.no_grad()
-    def attention_maps(
-        self,
-        source: Tensor,
-        source_padding: Tensor,
-        target_in: Tensor,
-        *,
-        target_padding: Tensor | None = None,
-        copy_ids: Tensor | None = None,
-        num_extended: int = 0,
-    ) -> Seq2SeqAttentionMaps:
-        """The decoder's attention over the source under teacher forcing.
-
-        Returns:
-            A :class:`Seq2SeqAttentionMaps` with ``cross`` one ``(B, 1, T, S)`` map (row t:
-            predicting token t + 1) and no self-attention (``encoder``, ``decoder`` empty).
-        """
-        out = self.forward(
-            source,
-            source_padding,
-            target_in,
-            target_padding=target_padding,
-            copy_ids=copy_ids,
-            num_extended=num_extended,
-            need_weights=True,
-        )
-        assert out.cross_attentions is not None
-        return Seq2SeqAttentionMaps([], [], out.cross_attentions)

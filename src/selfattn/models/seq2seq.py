@@ -39,18 +39,22 @@ from torch import Tensor, nn
 from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.cache import DecoderCache
 from selfattn.data.specials import BOS_ID as BOS_ID  # re-exported: decoding reads it here
-from selfattn.data.specials import EOS_ID, NUM_SPECIALS, UNK_ID
+from selfattn.data.specials import EOS_ID, NUM_SPECIALS
 from selfattn.data.specials import PAD_ID as PAD_ID  # re-exported: decoding reads it here
+from selfattn.data.specials import UNK_ID as UNK_ID  # re-exported: tests read it here
 from selfattn.models.config import StackConfig
 from selfattn.models.conformer import Conformer
 from selfattn.models.decoder import Decoder
 from selfattn.models.encoder import BlockStack, Encoder
-from selfattn.models.encoder_decoder import TeacherForcing, check_target_in, token_embedding
-from selfattn.models.seq2seq_outputs import (
-    EncodedSource,
-    Seq2SeqAttentionMaps,
-    Seq2SeqOutput,
-    score_precision,
+from selfattn.models.encoder_decoder import (
+    EncoderDecoderModule,
+    check_shared_embeddings,
+    check_source_input,
+    check_target_vocab,
+)
+from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqOutput, score_precision
+from selfattn.models.seq2seq_outputs import (  # re-exported: tests read them here
+    Seq2SeqAttentionMaps as Seq2SeqAttentionMaps,
 )
 
 OutputKind = Literal["vocab", "pointer", "copy"]
@@ -93,7 +97,7 @@ class PointerAttention(nn.Module):
         return scores.masked_fill(padding[:, None, :], float("-inf"))
 
 
-class Seq2SeqTransformer(TeacherForcing):
+class Seq2SeqTransformer(EncoderDecoderModule):
     """Source embedding → encoder stack → :class:`Decoder` → output layer.
 
     Args:
@@ -158,17 +162,13 @@ class Seq2SeqTransformer(TeacherForcing):
         self.output, self.cross_layers = output, cross_layers
         self.encoder_kind = encoder_kind
         self.target_vocab_size = target_vocab_size
-        self.embed_scale = math.sqrt(embed_dim)
-        self.source_embed: nn.Module
-        if source_vocab_size is not None:
-            self.source_embed = token_embedding(source_vocab_size, embed_dim)
-        else:
-            assert source_feature_dim is not None
-            self.source_embed = nn.Linear(source_feature_dim, embed_dim)
-        # Pointer mode embeds only the specials; positions reuse the source vectors.
-        target_rows = NUM_SPECIALS if output == "pointer" else target_vocab_size
-        self.target_embed = (
-            self.source_embed if share_embeddings else token_embedding(target_rows, embed_dim)
+        self.init_embeddings(
+            embed_dim,
+            source_vocab_size=source_vocab_size,
+            source_feature_dim=source_feature_dim,
+            # Pointer mode embeds only the specials; positions reuse the source vectors.
+            target_rows=NUM_SPECIALS if output == "pointer" else target_vocab_size,
+            share_embeddings=share_embeddings,
         )
         # BOS / EOS on top of the longest sequence.
         self.encoder: BlockStack = ENCODER_STACKS[encoder_kind](
@@ -180,10 +180,7 @@ class Seq2SeqTransformer(TeacherForcing):
         self.eos_proj: nn.Linear | None = None
         self.gate: nn.Linear | None = None
         if output in ("vocab", "copy"):
-            self.out_proj = nn.Linear(embed_dim, target_vocab_size, bias=False)
-            if tie_output:
-                assert isinstance(self.target_embed, nn.Embedding)
-                self.out_proj.weight = self.target_embed.weight
+            self.out_proj = self.output_projection(embed_dim, tie_output=tie_output)
         if output in ("pointer", "copy"):
             self.pointer = PointerAttention(embed_dim)
         if output == "pointer":
@@ -192,8 +189,6 @@ class Seq2SeqTransformer(TeacherForcing):
             # p_gen from the decoder state, the attended source summary and the input.
             self.gate = nn.Linear(3 * embed_dim, 1)
         self.length_head = nn.Linear(embed_dim, self.max_len + 1) if length_predictor else None
-        #: What the model was built from (a task spec), kept for checkpoints; set by builders.
-        self.spec: object | None = None
 
     # ------------------------------------------------------------------ encoder side
 
@@ -212,25 +207,23 @@ class Seq2SeqTransformer(TeacherForcing):
         """
         return self._encode(source, padding, copy_ids=copy_ids, need_weights=False)[0]
 
+    def encode_with_weights(
+        self, source: Tensor, padding: Tensor, *, copy_ids: Tensor | None = None
+    ) -> tuple[EncodedSource, list[Tensor]]:
+        """:meth:`encode`, and the encoder's self-attention weights per layer
+        ``(B, H, S, S)``."""
+        encoded, weights = self._encode(source, padding, copy_ids=copy_ids, need_weights=True)
+        assert weights is not None
+        return encoded, weights
+
     def _encode(
         self, source: Tensor, padding: Tensor, *, copy_ids: Tensor | None, need_weights: bool
     ) -> tuple[EncodedSource, list[Tensor] | None]:
         """:meth:`encode`, and the encoder's self-attention weights when asked for."""
-        if source.shape[:2] != padding.shape:
-            raise ValueError(
-                f"source {tuple(source.shape)} and padding {tuple(padding.shape)} disagree "
-                "on (B, S)"
-            )
-        if source.shape[1] > self.max_len:
-            raise ValueError(
-                f"source of length {source.shape[1]} is longer than the model's max_len "
-                f"({self.max_len})"
-            )
+        self.check_source(source, padding)
         if self.output == "copy" and copy_ids is None:
             raise ValueError("the copy output needs copy_ids (the source in the extended vocab)")
-        vectors = self.source_embed(source)
-        if isinstance(self.source_embed, nn.Embedding):
-            vectors = vectors * self.embed_scale
+        vectors = self.embed_source(source)
         out = self.encoder(vectors, key_padding_mask=padding, need_weights=need_weights)
         memories = None
         if self.cross_layers == "matching":
@@ -271,9 +264,7 @@ class Seq2SeqTransformer(TeacherForcing):
                 1, position.unsqueeze(-1).expand(-1, -1, encoded.source_vectors.shape[-1])
             )
             return torch.where((ids >= NUM_SPECIALS).unsqueeze(-1), gathered, vectors)
-        # Copied words outside the vocabulary are read back as <unk> (See et al. 2017).
-        ids = ids.masked_fill(ids >= self.target_vocab_size, UNK_ID)
-        return self.target_embed(ids) * self.embed_scale
+        return self.embed_words(ids)
 
     def decode(
         self,
@@ -301,7 +292,7 @@ class Seq2SeqTransformer(TeacherForcing):
             A :class:`Seq2SeqOutput`.
         """
         offset = 0 if cache is None else cache.offset
-        check_target_in(target_in, encoded, offset, self.max_len)
+        self.check_target_in(target_in, encoded, offset)
         x = self.embed_target(target_in, encoded)
         # Incremental decoding decides once whether the sources need a mask at all.
         memory_padding = encoded.padding if cache is None else cache.memory_mask(encoded.padding)
@@ -391,50 +382,6 @@ class Seq2SeqTransformer(TeacherForcing):
         mixed = mixed.scatter_add(-1, index, attention * (1.0 - p_gen))
         return Seq2SeqOutput(mixed.clamp(min=_TINY).log(), pointer_attention=attention)
 
-    @torch.no_grad()
-    def attention_maps(
-        self,
-        source: Tensor,
-        source_padding: Tensor,
-        target_in: Tensor,
-        *,
-        target_padding: Tensor | None = None,
-        copy_ids: Tensor | None = None,
-        num_extended: int = 0,
-    ) -> Seq2SeqAttentionMaps:
-        """Every layer's attention weights under teacher forcing, per head.
-
-        Args:
-            source: ``(B, S)`` token ids or ``(B, S, F)`` vectors.
-            source_padding: ``(B, S)`` boolean, True at padding.
-            target_in: ``(B, T)`` decoder input ids: BOS and a target prefix (e.g. the
-                decoded output), so row t shows what predicting token t + 1 attended to.
-            target_padding: ``(B, T)`` True at target padding.
-            copy_ids: ``(B, S)`` copy mode's extended-vocabulary ids of the source.
-            num_extended: copy mode: size of the out-of-vocabulary extension.
-
-        Returns:
-            A :class:`Seq2SeqAttentionMaps`; rows sum to 1 over real keys (softmax), and
-            padded keys and the decoder's future get exactly 0.
-
-        Raises:
-            ValueError: the encoder's attention kernel forms no attention matrix (its
-                one-line refusal).
-        """
-        encoded, encoder_maps = self._encode(
-            source, source_padding, copy_ids=copy_ids, need_weights=True
-        )
-        out = self.decode(
-            target_in,
-            encoded,
-            target_padding=target_padding,
-            need_weights=True,
-            num_extended=num_extended,
-        )
-        assert encoder_maps is not None
-        assert out.self_attentions is not None and out.cross_attentions is not None
-        return Seq2SeqAttentionMaps(encoder_maps, out.self_attentions, out.cross_attentions)
-
 
 def _check_options(
     encoder: StackConfig,
@@ -449,8 +396,7 @@ def _check_options(
     cross_layers: str,
 ) -> None:
     """One-line errors for options of :class:`Seq2SeqTransformer` that cannot work together."""
-    if (source_vocab_size is None) == (source_feature_dim is None):
-        raise ValueError("give exactly one of source_vocab_size and source_feature_dim")
+    check_source_input(source_vocab_size, source_feature_dim)
     if encoder_kind not in ENCODER_STACKS:
         raise ValueError(
             f"unknown encoder_kind {encoder_kind!r}; choose one of {', '.join(ENCODER_STACKS)}"
@@ -459,11 +405,8 @@ def _check_options(
         raise ValueError(f"unknown output {output!r}; choose one of {', '.join(OUTPUTS)}")
     if output == "copy" and source_vocab_size is None:
         raise ValueError("the copy output copies source *tokens*: it needs text input")
-    if target_vocab_size <= NUM_SPECIALS and output != "pointer":
-        raise ValueError(
-            f"target_vocab_size ({target_vocab_size}) must exceed the {NUM_SPECIALS} "
-            "special ids (pad, unk, bos, eos)"
-        )
+    if output != "pointer":
+        check_target_vocab(target_vocab_size)
     if (decoder.embed_dim, decoder.max_len) != (encoder.embed_dim, encoder.max_len):
         raise ValueError(
             f"the decoder's embed_dim and max_len ({decoder.embed_dim}, {decoder.max_len}) "
@@ -474,8 +417,6 @@ def _check_options(
             "cross_layers='matching' needs as many encoder as decoder layers, got "
             f"{encoder.num_layers} and {decoder.num_layers}"
         )
-    if share_embeddings and (source_vocab_size != target_vocab_size or output == "pointer"):
-        raise ValueError(
-            "share_embeddings needs text on both sides with one vocabulary size, got "
-            f"source {source_vocab_size} and target {target_vocab_size}"
-        )
+    check_shared_embeddings(
+        share_embeddings, source_vocab_size, target_vocab_size, pointer=output == "pointer"
+    )
