@@ -4,5 +4,7 @@ from __future__ import annotations
 
 
 def plural(count: int, noun: str) -> str:
-    """``1 layer``, ``2 layers``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    """``1 layer``, ``2 layers``; a noun ending in a hiss takes ``es``: ``2 processes``."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}{'es' if noun.endswith(('s', 'sh', 'x')) else 's'}"

@@ -126,8 +126,8 @@ def test_seq2seq_reads_dropout_masks() -> None:
 
 
 def test_bernoulli_masks_are_pytorchs() -> None:
-    """``"bernoulli"`` (the default until 2026-11-26) builds exactly what was built before
-    the option existed; the default is now ``"auto"``."""
+    """``"bernoulli"`` (the former default) builds exactly what was built before the option
+    existed; the default is now ``"auto"``."""
     assert ModelConfig().dropout_masks == "auto"
     model = build_model_from_spec(
         ModelConfig(embed_dim=16, ffn_dim=16, dropout_masks="bernoulli"), TOKEN

@@ -10,11 +10,13 @@ import pytest
 import torch
 
 from selfattn.attention.alignment import AlignmentConfig
-from selfattn.decoding import IncrementalDecoder, beam_search, greedy, sample
+from selfattn.decoding import beam_search, greedy
 from selfattn.models import StackConfig
 from selfattn.models.encoder_decoder import EncoderDecoder
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
-from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS, Seq2SeqTransformer, decoder_like
+from selfattn.models.seq2seq import NUM_SPECIALS, Seq2SeqTransformer, decoder_like
+
+from .helpers import assert_cache_changes_nothing, step_by_step
 
 VOCAB = 12
 FAMILIES = ("transformer", "rnn", "rnn-no-feeding")
@@ -64,14 +66,9 @@ def test_teacher_forcing_equals_step_by_step_decoding(family: str, kind: str) ->
     prefix = torch.randint(NUM_SPECIALS, VOCAB, (3, 6))
     with torch.no_grad():
         encoded = model.encode(source, padding)
-        state = IncrementalDecoder(model, encoded)
-        steps = []
-        for t in range(prefix.shape[1]):
-            steps.append(state.log_probs())
-            state.append(prefix[:, t])
-        target_in = torch.cat([torch.full((3, 1), BOS_ID), prefix[:, :-1]], dim=1)
+        steps, target_in = step_by_step(model, encoded, prefix)
         forced = model.decode(target_in, encoded, need_weights=True)
-    torch.testing.assert_close(torch.stack(steps, dim=1), forced.log_probs, rtol=0, atol=1e-12)
+    torch.testing.assert_close(steps, forced.log_probs, rtol=0, atol=1e-12)
     # … and the alignment is really recurrent: forward's row t stays within (t + 1)·m.
     assert forced.cross_attentions is not None
     if kind == "forward":
@@ -108,20 +105,7 @@ def test_greedy_beam_and_sampling_follow_the_alignment(family: str, kind: str) -
         torch.testing.assert_close(one.log_prob, best.log_prob, rtol=0, atol=1e-12)
         # Beams are re-ranked every step: the cached alignment must move with its beam, so
         # the cached search equals the one recomputing every prefix.
-        beams = [beam_search(model, encoded, beam_size=3, max_len=8, use_cache=c) for c in (1, 0)]
-        assert beams[0].tokens == beams[1].tokens
-        torch.testing.assert_close(beams[0].score, beams[1].score, rtol=0, atol=1e-12)
-        draws = [
-            sample(
-                model,
-                encoded,
-                max_len=8,
-                generator=torch.Generator().manual_seed(1),
-                use_cache=bool(c),
-            )
-            for c in (1, 0)
-        ]
-        assert draws[0].tokens == draws[1].tokens
+        assert_cache_changes_nothing(model, encoded, seed=1, atol=1e-12)
 
 
 def test_grouped_query_heads_share_nothing_but_keys() -> None:

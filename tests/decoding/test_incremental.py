@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from selfattn.decoding import IncrementalDecoder, beam_search, greedy, sample
+from selfattn.decoding import IncrementalDecoder, greedy
 from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS
+
+from .helpers import assert_cache_changes_nothing, step_by_step
 
 OUTPUTS = ("vocab", "pointer", "copy")
 POSITIONALS = ("sinusoidal", "rotary", "relative", "learned")
@@ -36,41 +38,18 @@ def test_cached_beam_search_and_sampling_equal_recomputing(
 ) -> None:
     model = make_model(output, "rotary")
     encoded, num_extended = make_batch(model)
-    beams = [
-        beam_search(model, encoded, beam_size=3, max_len=8, num_extended=num_extended, use_cache=c)
-        for c in (True, False)
-    ]
-    assert beams[0].tokens == beams[1].tokens
-    torch.testing.assert_close(beams[0].score, beams[1].score, atol=1e-5, rtol=0)
-    draws = [
-        sample(
-            model,
-            encoded,
-            max_len=8,
-            generator=torch.Generator().manual_seed(3),
-            num_extended=num_extended,
-            use_cache=c,
-        )
-        for c in (True, False)
-    ]
-    assert draws[0].tokens == draws[1].tokens
-    torch.testing.assert_close(draws[0].log_prob, draws[1].log_prob, atol=1e-5, rtol=0)
+    assert_cache_changes_nothing(model, encoded, seed=3, atol=1e-5, num_extended=num_extended)
 
 
 def test_incremental_decoder_steps_match_one_teacher_forced_pass(make_model, make_batch) -> None:
     model = make_model("vocab", "relative")
     encoded, _ = make_batch(model)
     prefix = torch.randint(NUM_SPECIALS, 12, (3, 5))
-    state = IncrementalDecoder(model, encoded)
-    steps = []
-    for t in range(prefix.shape[1]):
-        steps.append(state.log_probs())
-        state.append(prefix[:, t])
-    target_in = torch.cat([torch.full((3, 1), BOS_ID), prefix[:, :-1]], dim=1)
+    steps, target_in = step_by_step(model, encoded, prefix)
     with torch.no_grad():
         forced = model.decode(target_in, encoded).log_probs
     # Every id's log-prob, down to −40 for unlikely ids, where float32's spacing is 4e-6.
-    torch.testing.assert_close(torch.stack(steps, dim=1), forced, atol=1e-5, rtol=1e-6)
+    torch.testing.assert_close(steps, forced, atol=1e-5, rtol=1e-6)
 
 
 def test_incremental_decoder_select_moves_rows_with_their_cache(make_model, make_batch) -> None:

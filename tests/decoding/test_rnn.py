@@ -4,7 +4,6 @@ reorders. Checked in float64 against teacher forcing and exhaustive search."""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
@@ -13,6 +12,8 @@ import torch
 from selfattn.decoding import IncrementalDecoder, beam_search, greedy, sample
 from selfattn.models.rnn_seq2seq import RecurrentState, RNNSeq2Seq
 from selfattn.models.seq2seq import BOS_ID, EOS_ID, NUM_SPECIALS, EncodedSource
+
+from .helpers import assert_every_sequence_found, teacher_forced
 
 VOCAB = 12
 VARIANTS = [
@@ -43,15 +44,6 @@ def encoded(model: RNNSeq2Seq, batch: int = 4, length: int = 6) -> EncodedSource
     padding[0, length // 2 :] = True
     with torch.no_grad():
         return model.encode(source.masked_fill(padding, 0), padding)
-
-
-def teacher_forced(model: RNNSeq2Seq, memory: EncodedSource, row: int, tokens: list[int]) -> float:
-    """log p(tokens, EOS | source ``row``), every position decoded at once."""
-    target_in = torch.tensor([[BOS_ID, *tokens]])
-    target_out = torch.tensor([[*tokens, EOS_ID]])
-    with torch.no_grad():
-        log_probs = model.decode(target_in, memory.index_select(torch.tensor([row]))).log_probs
-    return float(log_probs.gather(-1, target_out.unsqueeze(-1)).sum())
 
 
 def test_the_decoder_keeps_the_recurrent_state_as_its_cache() -> None:
@@ -118,14 +110,7 @@ def test_a_beam_wider_than_the_search_space_is_exact_search() -> None:
     result = beam_search(model, memory, beam_size=64, max_len=3, length_penalty=0.0, nbest=True)
     assert result.nbest is not None
     ids = [1, NUM_SPECIALS, NUM_SPECIALS + 1]  # UNK is a real prediction
-    every = [list(s) for n in range(4) for s in itertools.product(ids, repeat=n)]
-    for row, hypotheses in enumerate(result.nbest):
-        exact = {tuple(s): teacher_forced(model, memory, row, s) for s in every}
-        found = {tuple(h.tokens): h.log_prob for h in hypotheses}
-        assert found.keys() == exact.keys()
-        for tokens, log_prob in found.items():
-            assert log_prob == pytest.approx(exact[tokens], abs=1e-9)
-        assert result.tokens[row] == list(max(exact, key=exact.__getitem__))
+    assert_every_sequence_found(model, memory, result, ids, tolerance=1e-9)
 
 
 def test_sampling_is_reproducible_and_cold_sampling_is_greedy() -> None:

@@ -12,7 +12,8 @@ from selfattn.data.types import Batch
 from selfattn.data.vocab import Vocabulary
 from selfattn.models.memory import MemoryTaskModel, split_stories
 from selfattn.models.options import ModelConfig
-from selfattn.models.task_model import build_model
+
+from ..helpers_models import build
 
 END, ASK = 2, 3
 
@@ -59,14 +60,7 @@ LABELS = ["kitchen", "garden"]
 
 def _model(**options: object) -> MemoryTaskModel:
     config = ModelConfig(architecture="memn2n", embed_dim=8, num_layers=2, **options)  # type: ignore[arg-type]
-    model = build_model(
-        config,
-        task="sequence",
-        vocab_size=len(WORDS),
-        char_vocab_size=None,
-        feature_dim=None,
-        num_labels=len(LABELS),
-    )
+    model = build(config, "sequence", num_labels=len(LABELS), vocab_size=len(WORDS))
     assert isinstance(model, MemoryTaskModel)
     model.bind(WORDS, LABELS)
     return model
@@ -119,41 +113,13 @@ def test_refusals_are_one_line() -> None:
     config = ModelConfig(architecture="memn2n")
     for task in ("token", "regression"):
         with pytest.raises(ValueError, match="one label per story"):
-            build_model(
-                config,
-                task=task,
-                vocab_size=10,
-                char_vocab_size=None,  # type: ignore[arg-type]
-                feature_dim=None,
-                num_labels=2,
-            )
+            build(config, task, vocab_size=10)
     with pytest.raises(ValueError, match="not words"):
-        build_model(
-            config,
-            task="sequence",
-            vocab_size=None,
-            char_vocab_size=None,
-            feature_dim=4,
-            num_labels=2,
-        )
+        build(config, "sequence", feature_dim=4)
     with pytest.raises(ValueError, match="architecture 'memn2n' does not use it"):
-        build_model(
-            ModelConfig(architecture="memn2n", num_heads=2),
-            task="sequence",
-            vocab_size=10,
-            char_vocab_size=None,
-            feature_dim=None,
-            num_labels=2,
-        )
+        build(ModelConfig(architecture="memn2n", num_heads=2), "sequence", vocab_size=10)
     with pytest.raises(ValueError, match="architecture 'transformer' does not use it"):
-        build_model(
-            ModelConfig(memory_noise=0.1),
-            task="sequence",
-            vocab_size=10,
-            char_vocab_size=None,
-            feature_dim=None,
-            num_labels=2,
-        )
+        build(ModelConfig(memory_noise=0.1), "sequence", vocab_size=10)
     model = _model()
     with pytest.raises(ValueError, match="label 'office' is not one of"):
         model.bind(WORDS, ["kitchen", "office"])

@@ -12,8 +12,10 @@ from selfattn.data.types import Batch
 from selfattn.models.encoders import ENCODERS
 from selfattn.models.heads import POOLINGS
 from selfattn.models.options import CLS_ARCHITECTURES, ModelConfig, fields_read
-from selfattn.models.task_model import TaskModel, build_model
+from selfattn.models.task_model import TaskModel
 from selfattn.positional import POSITIONAL
+
+from ..helpers_models import build
 
 VOCAB, CHARS, FEATURES, LABELS = 64, 12, 6, 5
 LENGTHS = [6, 4, 5, 2, 6, 3, 1, 6]
@@ -71,15 +73,10 @@ def _model(architecture: str, head: str, *, features: bool = False) -> TaskModel
     task, _, pooling = head.partition("-")
     text = {} if features else {"char_features": True, "char_dim": 16}
     config = _config(architecture, pooling=pooling or "mean", **text)
-    return build_model(
-        config,
-        task=task,  # type: ignore[arg-type]
-        vocab_size=None if features else VOCAB,
-        char_vocab_size=None if features else CHARS,
-        feature_dim=FEATURES if features else None,
-        num_labels=LABELS,
-        max_len=32,
+    inputs = (
+        {"feature_dim": FEATURES} if features else {"vocab_size": VOCAB, "char_vocab_size": CHARS}
     )
+    return build(config, task, num_labels=LABELS, max_len=32, **inputs)
 
 
 def _accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
@@ -153,15 +150,7 @@ def test_padding_never_changes_real_positions(architecture: str, head: str, kind
 @pytest.mark.parametrize("positional", sorted(POSITIONAL))
 def test_transformer_padding_invariance_for_every_positional_encoding(positional: str) -> None:
     config = replace(SMALL, positional=positional)
-    model = build_model(
-        config,
-        task="token",
-        vocab_size=VOCAB,
-        char_vocab_size=None,
-        feature_dim=None,
-        num_labels=LABELS,
-        max_len=32,
-    )
+    model = build(config, "token", num_labels=LABELS, vocab_size=VOCAB, max_len=32)
     short = _token_batch(LENGTHS, "token", garbage=True)
     _assert_padding_invariant(model, short, _with_more_padding(short, extra=7), token=True)
 
@@ -199,27 +188,11 @@ def test_bigru_refuses_left_padding() -> None:
 
 def test_builder_errors() -> None:
     with pytest.raises(ValueError, match="exactly one of vocab_size and feature_dim"):
-        build_model(
-            SMALL, task="token", vocab_size=5, char_vocab_size=None, feature_dim=3, num_labels=2
-        )
+        build(SMALL, "token", vocab_size=5, feature_dim=3)
     with pytest.raises(ValueError, match="no character vocabulary"):
-        build_model(
-            replace(SMALL, char_features=True),
-            task="token",
-            vocab_size=5,
-            char_vocab_size=None,
-            feature_dim=None,
-            num_labels=2,
-        )
+        build(replace(SMALL, char_features=True), "token", vocab_size=5)
     with pytest.raises(ValueError, match="unknown task"):
-        build_model(
-            SMALL,
-            task="seq2seq",
-            vocab_size=5,
-            char_vocab_size=None,
-            feature_dim=None,
-            num_labels=2,
-        )
+        build(SMALL, "seq2seq", vocab_size=5)
     with pytest.raises(ValueError, match="divisible"):
         replace(SMALL, num_heads=5)
 

@@ -10,7 +10,8 @@ import torch
 
 from selfattn.data.types import Batch
 from selfattn.models.options import ModelConfig
-from selfattn.models.task_model import build_model
+
+from ..helpers_models import build
 
 LENGTH, FEATURES, WINDOW, K, LAYERS, FRAME = 48, 6, 3, 2, 2, 24
 
@@ -32,15 +33,7 @@ def test_a_frame_depends_only_on_frames_within_the_window_reach(
         **({"window_k": K} if architecture == "conformer" else {}),  # type: ignore[arg-type]
     )
     assert reach == LAYERS * (WINDOW + (K if architecture == "conformer" else 0))
-    model = build_model(
-        config,
-        task="token",
-        vocab_size=None,
-        char_vocab_size=None,
-        feature_dim=FEATURES,
-        num_labels=5,
-        max_len=64,
-    ).eval()
+    model = build(config, "token", num_labels=5, feature_dim=FEATURES, max_len=64).eval()
     features = torch.randn(1, LENGTH, FEATURES, requires_grad=True)
     mask = torch.zeros(1, LENGTH, dtype=torch.bool)
     logits = model(Batch(None, None, features, mask, torch.zeros(1, LENGTH, dtype=torch.long)))

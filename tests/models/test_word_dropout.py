@@ -9,7 +9,8 @@ from selfattn.data.specials import PAD_ID, UNK_ID
 from selfattn.data.types import Batch
 from selfattn.models.embedding import InputEmbedding
 from selfattn.models.options import ModelConfig
-from selfattn.models.task_model import build_model
+
+from ..helpers_models import build
 
 VOCAB, CHARS, EMBED = 50, 10, 16
 
@@ -100,13 +101,5 @@ def test_out_of_range_is_a_one_line_error(value: float) -> None:
 
 def test_the_config_value_reaches_the_embedding() -> None:
     config = ModelConfig(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16, word_dropout=0.2)
-    model = build_model(
-        config,
-        task="token",
-        vocab_size=VOCAB,
-        char_vocab_size=None,
-        feature_dim=None,
-        num_labels=3,
-        max_len=8,
-    )
+    model = build(config, "token", num_labels=3, vocab_size=VOCAB, max_len=8)
     assert model.embedding.word_dropout == 0.2

@@ -1,6 +1,6 @@
 """The shipped recipes keep the model settings their documented numbers were measured with.
 
-On 2026-11-26 four defaults of ``[model]`` changed (issue 15): ``ffn_dropout`` and
+Four defaults of ``[model]`` changed after these recipes shipped: ``ffn_dropout`` and
 ``head_dropout`` from ``"none"`` (= ``dropout``) to 0 (BERT's placement),
 ``dropout_masks`` from ``"bernoulli"`` to ``"uniform"`` and ``linear_layers`` from
 ``"torch"`` to ``"auto"``. Each recipe shipped before then pins the old values where its

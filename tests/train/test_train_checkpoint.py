@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from selfattn.models.options import ModelConfig
-from selfattn.models.task_model import TaskModel, build_model
+from selfattn.models.task_model import TaskModel
 from selfattn.tasks import build_for_spec
 from selfattn.train import (
     Config,
@@ -28,6 +28,9 @@ from selfattn.train import (
     set_rng_state,
 )
 
+from ..helpers_data import edit_json
+from ..helpers_models import build
+
 CONFIG = Config(
     DataConfig(dataset="synthetic"),
     ModelConfig(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16),
@@ -40,15 +43,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _model() -> TaskModel:
-    return build_model(
-        CONFIG.model,
-        task="token",
-        vocab_size=4,
-        char_vocab_size=None,
-        feature_dim=None,
-        num_labels=2,
-        max_len=16,
-    )
+    return build(CONFIG.model, "token", vocab_size=4, max_len=16)
 
 
 def _save(directory: Path, model: TaskModel, epoch: int) -> None:
@@ -195,13 +190,6 @@ def test_a_crash_while_committing_the_second_folder_keeps_its_previous_checkpoin
     assert load_checkpoint(best).state["epoch"] == 1
 
 
-def _edit_manifest(directory: Path, **changes: object) -> None:
-    path = directory / "manifest.json"
-    manifest = json.loads(path.read_text())
-    manifest.update(changes)
-    path.write_text(json.dumps(manifest))
-
-
 def test_errors_are_one_line_and_name_the_problem(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"nothing: no such checkpoint folder"):
         load_checkpoint(tmp_path / "nothing")
@@ -210,7 +198,7 @@ def test_errors_are_one_line_and_name_the_problem(tmp_path: Path) -> None:
         load_checkpoint(tmp_path / "empty")
     model = _model()
     _save(tmp_path, model, epoch=1)
-    _edit_manifest(tmp_path, format_version=99)
+    edit_json(tmp_path / "manifest.json", format_version=99)
     with pytest.raises(ValueError, match=r"checkpoint format version 99.*reads version 1") as info:
         load_checkpoint(tmp_path)
     assert "\n" not in str(info.value)
@@ -227,7 +215,7 @@ def _truncate(path: Path) -> None:
 
 
 def _forget_digests(directory: Path) -> None:
-    _edit_manifest(directory, sha256={})
+    edit_json(directory / "manifest.json", sha256={})
 
 
 def _foreign_pickle(directory: Path) -> None:
@@ -309,12 +297,12 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str, str]] = {
         r"unreadable checkpoint manifest \(no files\)",
     ),
     "manifest with a broken config": (
-        lambda d: _edit_manifest(d, config={"data": {}}),
+        lambda d: edit_json(d / "manifest.json", config={"data": {}}),
         "manifest.json",
         r"unreadable stored configuration .*data\.dataset",
     ),
     "manifest with a broken spec": (
-        lambda d: _edit_manifest(d, spec={"nonsense": 1}),
+        lambda d: edit_json(d / "manifest.json", spec={"nonsense": 1}),
         "manifest.json",
         "unreadable stored configuration",
     ),
@@ -341,8 +329,8 @@ def test_damaged_checkpoints_are_one_line_errors_naming_the_file(
 
 def test_weights_that_do_not_fit_the_model(tmp_path: Path) -> None:
     _save(tmp_path, _model(), epoch=1)
-    _edit_manifest(
-        tmp_path,
+    edit_json(
+        tmp_path / "manifest.json",
         config={
             **json.loads((tmp_path / "manifest.json").read_text())["config"],
             "model": {"embed_dim": 32, "num_heads": 2, "num_layers": 1, "ffn_dim": 16},

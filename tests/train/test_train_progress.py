@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from selfattn.data.types import Batch
+from selfattn.messages import plural
 from selfattn.models.options import ModelConfig
 from selfattn.models.task_model import TaskSpec
 from selfattn.tasks import task_named
@@ -145,12 +146,27 @@ def test_the_opening_lines_of_a_new_run_say_its_length_and_where_it_trains() -> 
     ]
 
 
+@pytest.mark.parametrize(
+    ("count", "noun", "text"),
+    [
+        (1, "process", "1 process"),
+        (2, "process", "2 processes"),
+        (0, "thread", "0 threads"),
+        (3, "epoch checkpoint", "3 epoch checkpoints"),
+        (2, "box", "2 boxes"),
+    ],
+)
+def test_plural_adds_es_to_a_noun_ending_in_a_hiss(count: int, noun: str, text: str) -> None:
+    assert plural(count, noun) == text
+
+
 def test_the_opening_lines_of_a_resumed_run_say_where_it_goes_on() -> None:
     state = LoopState(epoch=1, step=7, steps_per_epoch=5, batch=2)
     assert _opening(state) == ["resuming runs/x from epoch 2, step 2 of 5 (3 epochs)"]
     first, processes = _opening(state, trained_by=2)
     assert first == "resuming runs/x from epoch 2, step 2 of 5 (3 epochs)"
     assert processes.startswith("resuming a run of 2 process")
+    assert processes.startswith("resuming a run of 2 processes with 1")
     assert processes.endswith(" with 1: the batches are global, so it goes on as before")
     done = LoopState(epoch=3, step=15, steps_per_epoch=5)
     assert _opening(done) == [

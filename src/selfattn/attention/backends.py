@@ -11,9 +11,9 @@ therefore lets SDPA choose among flash, memory-efficient and math attention only
 CUDA nothing changes.
 
 Why it was done: bf16 autocast trained the bible-en-es Transformer several times slower
-than float32 on an H200 with PyTorch 2.11 (2026-11-26: about 0.7 s a step against 0.07,
-docs/results.md), while fixed-shape benchmarks under the same autocast kept pace with
-Hugging Face's BERT. The per-shape plans are the likely cause, not yet confirmed there.
+than float32 on an H200 with PyTorch 2.11 (docs/results.md), while fixed-shape benchmarks
+under the same autocast kept pace with Hugging Face's BERT. The per-shape plans are the
+likely cause, not yet confirmed.
 """
 
 from __future__ import annotations

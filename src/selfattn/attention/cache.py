@@ -140,8 +140,8 @@ def _in_place(buffer: Tensor, index: Tensor) -> bool:
     many rows kept as there are, and no autograd graph through the buffer.
 
     On the CPU a new buffer per reorder is a fresh allocation of the whole capacity (pages
-    the kernel maps and zeroes: beam search at batch 8 spent 2 ms per layer's keys on it,
-    41 % of its time), and finding the rows that move costs no device synchronisation.
+    the kernel maps and zeroes, which dominated batched beam search: benchmarks/README.md),
+    and finding the rows that move costs no device synchronisation.
     """
     grad = buffer.requires_grad and torch.is_grad_enabled()
     return buffer.device.type == "cpu" and index.shape[0] == buffer.shape[0] and not grad

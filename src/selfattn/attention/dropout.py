@@ -2,12 +2,12 @@
 1 − p, scale the kept ones by 1 / (1 − p)).
 
 * ``"bernoulli"``: PyTorch's ``F.dropout``. On CPU it draws each mask value from a
-  Bernoulli distribution one element at a time (~6 ns of CPU time per element here).
+  Bernoulli distribution one element at a time.
 * ``"uniform"``: the same distribution from uniform noise, ``keep = U[0, 1) < 1 − p``
-  (``torch.rand``: ~3 ns per element). Each value is kept with probability 1 − p up to
-  float32's 2⁻²⁴, independently, and scaled the same way; only the random stream
-  differs, so a run with these masks does not repeat one with PyTorch's. Forward and
-  backward of 4M values take 20 ms of CPU time against F.dropout's 32–38 ms (1 thread).
+  (``torch.rand``, about half the CPU time per element of the Bernoulli draws; timings
+  in benchmarks/README.md). Each value is kept with probability 1 − p up to float32's
+  2⁻²⁴, independently, and scaled the same way; only the random stream differs, so a run
+  with these masks does not repeat one with PyTorch's.
 * ``"auto"``: ``"uniform"`` on the CPU, ``"bernoulli"`` elsewhere, where PyTorch's masks
   are drawn inside fused kernels (a CUDA GPU's flash attention among them).
 """

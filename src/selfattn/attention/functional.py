@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from selfattn.attention.checks import check_attention_inputs
 from selfattn.attention.dropout import DropoutMasks, draws_uniform, dropout_of
 from selfattn.attention.masks import structural_mask
 from selfattn.attention.normalizers import NORMALIZERS, NormalizerFn, resolve_normalizer, softmax
@@ -105,7 +106,7 @@ def attention(
         ``(output, weights)``: output ``(B, H, T, Dv)``; weights ``(B, H, T, S)`` when
         ``need_weights`` else ``None``.
     """
-    _check_inputs(q, k, v, mask, key_padding_mask, window, dropout, chunk_size)
+    check_attention_inputs(q, k, v, mask, key_padding_mask, window, dropout, chunk_size)
     head_dim = q.shape[-1]
     if scale is None:
         scale = default_scale(score, head_dim)
@@ -388,68 +389,3 @@ def _chunked(
     if not need_weights:
         return output, None
     return output, all_weights[0] if len(all_weights) == 1 else torch.cat(all_weights, dim=2)
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def _shape(t: Tensor) -> str:
-    return "(" + ", ".join(str(s) for s in t.shape) + ")"
-
-
-def _check_inputs(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None,
-    key_padding_mask: Tensor | None,
-    window: int | None,
-    dropout: float,
-    chunk_size: int | None,
-) -> None:
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 4:
-            raise ValueError(f"{name} must have shape (B, H, L, D), got {_shape(t)}")
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got {t.dtype}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    batch, heads, num_queries, head_dim = q.shape
-    if k.shape[0] != batch or v.shape[0] != batch:
-        raise ValueError(f"batch sizes differ: q {_shape(q)}, k {_shape(k)}, v {_shape(v)}")
-    if k.shape[1] != v.shape[1] or k.shape[2] != v.shape[2]:
-        raise ValueError(f"k and v must agree in heads and length: k {_shape(k)}, v {_shape(v)}")
-    if k.shape[-1] != head_dim:
-        raise ValueError(f"q and k head dims differ: q {_shape(q)}, k {_shape(k)}")
-    if heads % k.shape[1]:
-        raise ValueError(
-            f"query heads ({heads}) must be a multiple of key/value heads ({k.shape[1]})"
-        )
-    num_keys = k.shape[2]
-    if key_padding_mask is not None:
-        if key_padding_mask.dtype != torch.bool:
-            raise TypeError(
-                f"key_padding_mask must be bool (True = padding), got {key_padding_mask.dtype}"
-            )
-        if tuple(key_padding_mask.shape) != (batch, num_keys):
-            raise ValueError(
-                f"key_padding_mask must have shape (B, S) = ({batch}, {num_keys}), "
-                f"got {_shape(key_padding_mask)}"
-            )
-    if mask is not None:
-        if mask.dtype != torch.bool and mask.dtype != q.dtype:
-            raise TypeError(f"mask must be bool or {q.dtype} (additive), got {mask.dtype}")
-        full = (batch, heads, num_queries, num_keys)
-        ok = mask.dim() <= 4 and all(
-            m in (1, f) for m, f in zip(reversed(mask.shape), reversed(full), strict=False)
-        )
-        if not ok:
-            raise ValueError(
-                f"mask of shape {_shape(mask)} does not broadcast to (B, H, T, S) = {full}"
-            )
-    if window is not None and (not isinstance(window, int) or window < 0):
-        raise ValueError(f"window must be a non-negative int, got {window!r}")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-    if chunk_size is not None and chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor, nn
 
+from selfattn.attention.checks import check_key_padding_mask, check_qkv
 from selfattn.attention.functional import attention
 from selfattn.attention.normalizers import NormalizerFn, softmax
 from selfattn.attention.scores import AdditiveScore, ScoreFn, scaled_dot_score
@@ -275,13 +276,7 @@ class AttentionKernel(nn.Module, abc.ABC):
 
 def check_kernel_inputs(q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None) -> None:
     """One-line errors for malformed kernel inputs (shapes, dtypes, the padding mask)."""
-    for label, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 4:
-            raise ValueError(f"{label} must have shape (B, H, L, D), got {tuple(t.shape)}")
-        if not t.is_floating_point():
-            raise TypeError(f"{label} must be a floating-point tensor, got {t.dtype}")
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    check_qkv(q, k, v)
     if q.shape[0] != k.shape[0] or q.shape[1] % k.shape[1] or k.shape[:3] != v.shape[:3]:
         raise ValueError(
             f"q, k, v must agree in batch, q's heads be a multiple of k's, and k, v agree in "
@@ -289,14 +284,4 @@ def check_kernel_inputs(q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tenso
         )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k head dims differ: q {tuple(q.shape)}, k {tuple(k.shape)}")
-    if key_padding_mask is not None:
-        if key_padding_mask.dtype != torch.bool:
-            raise TypeError(
-                f"key_padding_mask must be bool (True = padding), got {key_padding_mask.dtype}"
-            )
-        expected = (k.shape[0], k.shape[2])
-        if tuple(key_padding_mask.shape) != expected:
-            raise ValueError(
-                f"key_padding_mask must have shape (B, S) = {expected}, "
-                f"got {tuple(key_padding_mask.shape)}"
-            )
+    check_key_padding_mask(key_padding_mask, k.shape[0], k.shape[2])

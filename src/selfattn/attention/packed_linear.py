@@ -7,25 +7,20 @@ the weight on every call. PyTorch's oneDNN linear takes a weight packed ahead of
 (``torch.ops.mkldnn._reorder_linear_weight``, the op Inductor's CPU backend uses for
 frozen weights), so a decode packs each weight once and reuses it for every step.
 
-Measured on this project's CPU (AMD EPYC, 1 thread, fp32; ``F.linear`` runs MKL there):
-
-* the 256 → 8,000 vocabulary projection at 8 rows: 0.34 ms, against 0.81 ms for
-  ``F.linear`` and 1.48 ms for MKL with the weight laid out ``(E, V)``;
-* the feed-forward layers 256 → 1,024 and 1,024 → 256: about 30 % faster from 4 rows up,
-  ~10 µs slower at 1 row;
-* 256 → 256 projections: no faster on their own, but the query, key and value
-  projections stacked as one 256 → 768 product take 50 µs against 3 × 20 µs at 8 rows.
+Where ``F.linear`` runs MKL, the packed weights make the vocabulary projection and the
+feed-forward layers of a step with a few rows faster, and so the query, key and value
+projections when stacked as one product; at one row oneDNN's fixed cost per call makes
+them slower. The timings are in benchmarks/README.md (KV cache and decoding speed).
 
 A row's result must not depend on the other rows of its step, or a decode would change
 when rows that ended leave the batch (tests/decoding/test_static_cache.py checks that
 exactly). oneDNN's products keep each row's result whatever the row count; MKL's do not
 (1 row, 2–3 rows and 4 or more give three different roundings). So the rule is per
 decode, not per call: a decode that has only ever had one row (batch-1 greedy) keeps
-MKL's one-row products, faster here (the vocabulary projection by an ``(E, V)`` copy of
-the weight: 0.14 ms against oneDNN's 0.15 ms hot, 0.6 against 1.0 ms cold); once a
-decode has had more than one row, every product of a step goes through packed weights.
-The result is the same product with another summation order (float32 rounding, ~1e-6
-relative).
+MKL's one-row products, the faster ones at one row (the vocabulary projection by an
+``(E, V)`` copy of the weight); once a decode has had more than one row, every product of
+a step goes through packed weights. The result is the same product with another
+summation order (float32 rounding, ~1e-6 relative).
 
 The packed path applies on the CPU to float32 inputs without autograd, when this PyTorch
 build has oneDNN; anything else (float64, CUDA, gradients) runs ``F.linear`` unchanged.
@@ -193,7 +188,7 @@ def onednn_usable(x: Tensor, weight: Tensor) -> bool:
 
 class _OneDNNLinear(torch.autograd.Function):
     """``x @ W.T + b`` with its forward and input gradient by oneDNN's linear; the weight's
-    gradient stays one matrix product (oneDNN's is no faster here at K = B·L)."""
+    gradient stays one matrix product (oneDNN's is no faster at K = B·L)."""
 
     @staticmethod
     def forward(
@@ -225,13 +220,12 @@ class OneDNNLinear(nn.Linear):
     """``nn.Linear`` (same parameters, same state dict) whose training steps on the CPU in
     float32 run oneDNN's linear (``model.linear_layers = "onednn"``).
 
-    Forward and input gradient by ``torch.ops.mkldnn._linear_pointwise``, the weight
-    gradient by one matrix product: on this project's CPU (AMD EPYC, where ``F.linear``
-    runs MKL) a 4,096-row step of 256 → 1,024 takes 21 against 26 ms forward and 21
-    against 25 ms for the input gradient. The products round differently from
-    ``F.linear`` (float32 rounding), so a run does not repeat one trained with PyTorch's
-    linear. Evaluation, decoding, export and anything without gradients, and any other
-    device or dtype, run ``F.linear`` unchanged.
+    Forward and input gradient by ``torch.ops.mkldnn._linear_pointwise``, faster than
+    MKL's ``F.linear`` on training shapes (benchmarks/README.md, oneDNN linear layers);
+    the weight gradient by one matrix product, which oneDNN did not speed up. The products
+    round differently from ``F.linear`` (float32 rounding), so a run does not repeat one
+    trained with PyTorch's linear. Evaluation, decoding, export and anything without
+    gradients, and any other device or dtype, run ``F.linear`` unchanged.
     """
 
     def forward(self, input: Tensor) -> Tensor:

@@ -31,6 +31,8 @@ import math
 import torch
 from torch import Tensor
 
+from selfattn.attention.checks import check_key_padding_mask
+
 __all__ = [
     "dense_to_edge_index",
     "edge_attention",
@@ -172,17 +174,9 @@ def dense_to_edge_index(
     if adjacency.dtype != torch.bool:
         raise TypeError(f"adjacency must be bool (True = may attend), got {adjacency.dtype}")
     batch, length, _ = adjacency.shape
+    check_key_padding_mask(key_padding_mask, batch, length, axis="L")
     keep = torch.ones(batch, length, dtype=torch.bool, device=adjacency.device)
     if key_padding_mask is not None:
-        if key_padding_mask.dtype != torch.bool:
-            raise TypeError(
-                f"key_padding_mask must be bool (True = padding), got {key_padding_mask.dtype}"
-            )
-        if tuple(key_padding_mask.shape) != (batch, length):
-            raise ValueError(
-                f"key_padding_mask must have shape (B, L) = ({batch}, {length}), "
-                f"got {tuple(key_padding_mask.shape)}"
-            )
         keep = ~key_padding_mask
     node_index = keep.reshape(-1).nonzero().squeeze(1)  # (N,)
     renumber = torch.full((batch * length,), -1, dtype=torch.long, device=adjacency.device)

@@ -16,9 +16,9 @@ filterbank front end of Kaldi, Povey et al. 2011, and of Whisper, Radford et al.
 
 Steps 1, 2 and 4 run in torch (batched, on any device); librosa provides the filterbank
 and the resampler (soxr). librosa's own ``melspectrogram`` is not used: its first call
-JIT-compiles numba code for ~25 s. Reading a WAV or FLAC file, and refusing one that is
-not, is the data layer's (:mod:`selfattn.data.readers.audio`): this module works on
-samples and knows nothing of files or of the data's error type.
+JIT-compiles numba code (tens of seconds). Reading a WAV or FLAC file, and refusing one
+that is not, is the data layer's (:mod:`selfattn.data.readers.audio`): this module works
+on samples and knows nothing of files or of the data's error type.
 """
 
 from __future__ import annotations

@@ -16,9 +16,8 @@ is written last and is the commit point: the data files of a new save carry a ne
 generation number, so until the new manifest replaces the old one, the old manifest
 still names the old, untouched files. Only after the commit are the old files removed.
 One save may commit the same checkpoint to several folders (a run's new ``best`` is its
-``last`` too): serialised once, the other folders' data files hard-linked to the first's
-(for a 12 M-parameter model with AdamW's state, 0.62 → 0.34 s per epoch on this project's
-CPU, measured 2026-11-26).
+``last`` too): serialised once, the other folders' data files hard-linked to the first's,
+so the second folder costs neither a second serialisation nor a second write.
 
 Reading never ends in a traceback: a missing, truncated or damaged file, a manifest that
 is not JSON or lacks a field, a training state that ``torch.load(weights_only=True)``

@@ -30,6 +30,7 @@ from selfattn.models.seq2seq import (
     Seq2SeqTransformer,
     decoder_like,
 )
+from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.tasks.seq2seq.losses import (
     SCHEDULES,
     SamplingSchedule,
@@ -40,6 +41,7 @@ from selfattn.tasks.seq2seq.losses import (
     scheduled_sampling_inputs,
     sequence_nll,
 )
+from selfattn.tasks.seq2seq.objective import Seq2SeqObjective
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -421,16 +423,9 @@ def test_copy_output_copies_words_outside_the_target_vocabulary() -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     # Clipping and a linear decay keep the end of this short run from spiking.
     decay = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / steps)
-    for _ in range(steps):
-        batch = copies(words, 32)
-        out = model(
-            batch.source,
-            batch.source_padding,
-            batch.target_in,
-            copy_ids=batch.copy_ids,
-            num_extended=batch.num_extended,
-        )
-        loss = sequence_nll(out.log_probs, batch.target_out)
+    objective = Seq2SeqObjective(Seq2SeqConfig())  # teacher forcing, unsmoothed NLL
+    for step in range(steps):
+        loss = objective.loss(model, copies(words, 32), step)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
