@@ -197,9 +197,10 @@ class ModelConfig:
         linear_layers: the matrix product every linear layer trains with:
             ``"torch"`` (``F.linear``) or ``"onednn"`` (oneDNN's linear for the forward
             and input gradient of training steps on the CPU in float32,
-            :class:`~selfattn.attention.packed_linear.OneDNNLinear`: faster on this
-            project's AMD CPU, rounded differently, so a run does not repeat one trained
-            with the other; evaluation and other devices run ``F.linear``). The default
+            :class:`~selfattn.attention.packed_linear.OneDNNLinear`: faster than MKL's
+            on some CPUs (benchmarks/README.md), rounded differently, so a run does not
+            repeat one trained with the other; evaluation and other devices run
+            ``F.linear``). The default
             ``"auto"`` is ``"onednn"`` without its warning on other devices or under amp.
 
     Each architecture reads the fields of its options class
@@ -307,9 +308,9 @@ class ModelConfig:
 
 #: Every field's default, for the "left at its default" checks.
 DEFAULTS: dict[str, Any] = {field.name: field.default for field in fields(ModelConfig)}
-#: Defaults before 2026-11-26. Every run folder stores every field, so a run saved before
-#: then holds these; where a model does not read the field they mean "unset" as the
-#: current default does, and the run stays loadable.
+#: The defaults these fields had before their BERT-style and CPU-faster ones. Every run
+#: folder stores every field, so an older run holds these; where a model does not read
+#: the field they mean "unset" as the current default does, and the run stays loadable.
 FORMER_DEFAULTS: dict[str, Any] = {
     "ffn_dropout": None,
     "head_dropout": None,
@@ -333,6 +334,6 @@ def refuse_unread(architecture: str, name: str, value: Any) -> None:
 
 
 def unset(name: str, value: Any) -> bool:
-    """Whether ``value`` of field ``name`` is its default, or its default before
-    2026-11-26 (:data:`FORMER_DEFAULTS`): what a model that does not read it accepts."""
+    """Whether ``value`` of field ``name`` is its default, or its former one
+    (:data:`FORMER_DEFAULTS`): what a model that does not read it accepts."""
     return value == DEFAULTS[name] or (name in FORMER_DEFAULTS and value == FORMER_DEFAULTS[name])
