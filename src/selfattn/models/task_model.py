@@ -1,8 +1,8 @@
 """A whole task model: input embedding → sequence encoder → head, and its builder.
 
 Every field of :class:`ModelConfig` is honoured by the model it builds or refused in one
-line by :func:`check_fields`: what the architecture
-(:data:`~selfattn.models.options.ARCHITECTURE_FIELDS`), the task or the input kind cannot use.
+line by :func:`check_fields`: what the architecture (its options class in
+:data:`~selfattn.models.registry.ARCHITECTURES`), the task or the input kind cannot use.
 """
 
 from __future__ import annotations
