@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from selfattn.data.types import Batch
-from selfattn.models.encoders import ENCODERS
+from selfattn.models.architectures import ENCODERS
 from selfattn.models.heads import POOLINGS
 from selfattn.models.options import CLS_ARCHITECTURES, ModelConfig, fields_read
 from selfattn.models.task_model import TaskModel

@@ -10,10 +10,11 @@ import torch
 import torch.nn.functional as F
 
 from selfattn.data.types import Batch
+from selfattn.models.architectures.cnn2d import CNN2DEncoder
 from selfattn.models.heads import SequenceClassifier
 from selfattn.models.options import ModelConfig
 from selfattn.models.task_model import TaskModel, TaskSpec, build_model_from_spec
-from selfattn.models.vision import CNN2DEncoder, ImageEmbedding
+from selfattn.models.vision import ImageEmbedding
 from selfattn.positional import GRID_POSITIONAL
 from selfattn.vision import image_to_vectors
 

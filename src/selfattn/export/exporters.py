@@ -29,7 +29,7 @@ from selfattn.kernels.linformer import LinformerKernel
 from selfattn.kernels.lsh import LSHKernel
 from selfattn.kernels.nystrom import NystromKernel
 from selfattn.kernels.window import WindowKernel
-from selfattn.models.encoders import GraphSequenceEncoder
+from selfattn.models.architectures.graph import GraphSequenceEncoder
 from selfattn.models.pretrained import PretrainedTaskModel
 from selfattn.models.task_model import TaskModel
 

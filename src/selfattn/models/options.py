@@ -68,7 +68,7 @@ class ModelConfig:
     """What model to build: input embedding → sequence encoder → task head.
 
     Attributes:
-        architecture: the sequence encoder, a key of :data:`selfattn.models.ENCODERS`:
+        architecture: a key of :data:`selfattn.models.architectures.ARCHITECTURES`:
             ``transformer`` (self-attention), or one of the lecture's baselines: ``fc``
             (an MLP on each vector alone), ``fc_window`` (an MLP on the ±``window_k``
             neighbourhood), ``bigru`` (bidirectional GRU), ``cnn`` (1-D convolutions),

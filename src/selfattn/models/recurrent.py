@@ -1,6 +1,6 @@
 """A bidirectional RNN over the real positions of a padded batch: the encoder of the
-``bigru`` sequence encoder (:class:`~selfattn.models.encoders.BiGRUEncoder`) and of the RNN
-encoder–decoder (:class:`~selfattn.models.rnn_seq2seq.RNNSeq2Seq`)."""
+``bigru`` sequence encoder (:class:`~selfattn.models.architectures.bigru.BiGRUEncoder`)
+and of the RNN encoder–decoder (:class:`~selfattn.models.rnn_seq2seq.RNNSeq2Seq`)."""
 
 from __future__ import annotations
 

@@ -38,6 +38,9 @@ class Architecture:
         summary: one line saying what it is.
         produces: what it gives a task (:data:`Product`); a task type accepts some.
         losses: what it adds to the task's loss, one phrase each (``selfattn config``).
+        encoder: the sequence encoder an embedding feeds and a head reads (a
+            :class:`~selfattn.models.encoders.SequenceEncoder`), for the architectures
+            that have one; ``None`` for those that are a whole model of their own.
     """
 
     name: str
@@ -45,6 +48,7 @@ class Architecture:
     summary: str
     produces: frozenset[Product]
     losses: tuple[str, ...] = ()
+    encoder: Any = None
 
 
 #: Every registered architecture by name (import it from
@@ -55,7 +59,12 @@ _O = TypeVar("_O", bound=type[ModelOptions])
 
 
 def register_architecture(
-    name: str, *, summary: str, produces: set[Product], losses: tuple[str, ...] = ()
+    name: str,
+    *,
+    summary: str,
+    produces: set[Product],
+    losses: tuple[str, ...] = (),
+    encoder: Any = None,
 ) -> Callable[[_O], _O]:
     """Class decorator: add an options class to :data:`ARCHITECTURES` as ``name``.
 
@@ -68,7 +77,7 @@ def register_architecture(
             raise ValueError(f"architecture {name!r} is already registered")
         if cls().architecture != name:
             raise ValueError(f"{cls.__name__}.architecture must default to {name!r}")
-        ARCHITECTURES[name] = Architecture(name, cls, summary, frozenset(produces), losses)
+        ARCHITECTURES[name] = Architecture(name, cls, summary, frozenset(produces), losses, encoder)
         return cls
 
     return register

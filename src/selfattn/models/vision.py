@@ -5,22 +5,28 @@ An image recipe (:mod:`selfattn.data.recipes.images`) gives each image as ``(H·
 vectors. :class:`ImageEmbedding` folds them back into the ``(C, H, W)`` grid and cuts it
 into vectors again, one per pixel or one per P × P patch (ViT, Dosovitskiy et al. 2021),
 adding a 2-D positional encoding of each vector's (row, column); any sequence encoder
-then reads them. :class:`CNN2DEncoder` is the lecture's comparison: a small 2-D CNN, a
-self-attention whose receptive field is fixed to a neighbourhood — the better model with
-little data, self-attention's flexibility paying off only with more.
+then reads them. :class:`~selfattn.models.architectures.cnn2d.CNN2DEncoder` is the
+lecture's comparison: a small 2-D CNN, a self-attention whose receptive field is fixed to a
+neighbourhood — the better model with little data, self-attention's flexibility paying off
+only with more.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch
 from selfattn.models.encoders import SequenceEncoder
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import ARCHITECTURES
 from selfattn.positional import GRID_POSITIONAL
 from selfattn.positional.grid import GridPositional
 from selfattn.vision import PatchEmbedding, PixelEmbedding, vectors_to_image
+
+if TYPE_CHECKING:
+    from selfattn.models.options import ModelConfig
 
 ImageShape = tuple[int, int, int]
 
@@ -110,93 +116,20 @@ class ImageEmbedding(nn.Module):
         )
 
 
-class CNN2DEncoder(SequenceEncoder):
-    """A small 2-D CNN over the grid of pixel vectors: the lecture's ViT-vs-CNN baseline.
-
-    ``num_layers`` × (Conv2d k × k "same" → ReLU → dropout → 2 × 2 max-pool while both
-    sides are even), ``hidden_dim`` channels. To keep the contract of every
-    :class:`~selfattn.models.encoders.SequenceEncoder` — one output vector per input
-    vector — each pixel gets the final feature of the cell it was pooled into
-    (nearest-neighbour upsampling); every cell covers the same number of pixels, so the
-    head's mean pooling over pixels is exactly the CNN's global average pooling.
-
-    Args:
-        embed_dim: E, channels of the input grid (the per-pixel embedding).
-        hidden_dim: channels of each convolution (and E').
-        num_layers: convolution layers.
-        grid: ``(rows, cols)`` of the input vectors.
-        k: kernel half-width: kernel size 2k + 1 (``model.window_k``; 1 gives 3 × 3).
-        dropout: after each convolution.
-    """
-
-    name = "cnn2d"
-
-    def __init__(
-        self,
-        embed_dim: int,
-        hidden_dim: int,
-        num_layers: int,
-        grid: tuple[int, int],
-        *,
-        k: int = 1,
-        dropout: float = 0.0,
-    ) -> None:
-        super().__init__()
-        self.output_dim = hidden_dim
-        self.grid = grid
-        layers: list[nn.Module] = []
-        rows, cols = grid
-        for i in range(num_layers):
-            conv = nn.Conv2d(embed_dim if i == 0 else hidden_dim, hidden_dim, 2 * k + 1, padding=k)
-            layers += [conv, nn.ReLU(), nn.Dropout(dropout)]
-            if rows % 2 == 0 and cols % 2 == 0:
-                layers.append(nn.MaxPool2d(2))
-                rows, cols = rows // 2, cols // 2
-        self.net = nn.Sequential(*layers)
-        self.scale = (grid[0] // rows, grid[1] // cols)  # pixels per output cell, per side
-
-    @classmethod
-    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
-        raise ValueError(
-            "architecture 'cnn2d' needs the image grid: build it with build_image_encoder"
-        )
-
-    @classmethod
-    def for_grid(cls, config: ModelConfig, grid: tuple[int, int]) -> CNN2DEncoder:
-        """The encoder ``config`` describes, for a ``rows × cols`` grid of vectors."""
-        return cls(
-            config.embed_dim,
-            config.ffn_dim,
-            config.num_layers,
-            grid,
-            k=config.window_k,
-            dropout=config.dropout,
-        )
-
-    def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
-        """``(B, rows·cols, E)`` → ``(B, rows·cols, hidden_dim)``."""
-        rows, cols = self.grid
-        if x.shape[1] != rows * cols:
-            raise ValueError(
-                f"cnn2d expects {rows}×{cols} = {rows * cols} vectors, got {x.shape[1]}"
-            )
-        features = self.net(vectors_to_image(x, rows, cols))  # (B, E', rows/s, cols/s)
-        features = features.repeat_interleave(self.scale[0], dim=2)
-        features = features.repeat_interleave(self.scale[1], dim=3)  # (B, E', rows, cols)
-        return features.flatten(2).transpose(1, 2)
-
-
-#: Encoders that need the image grid, by ``model.architecture``.
-IMAGE_ENCODERS: dict[str, type[CNN2DEncoder]] = {"cnn2d": CNN2DEncoder}
-
-
 def uses_image(config: ModelConfig) -> bool:
     """Whether ``config`` asks for an image model (it needs an image recipe's grid)."""
     return (
         config.patch_size is not None
         or config.grid_positional is not None
-        or config.architecture in IMAGE_ENCODERS
+        or grid_encoder(config.architecture) is not None
     )
+
+
+def grid_encoder(architecture: str) -> Any:
+    """The encoder class of ``architecture`` when it reads an image grid (its
+    registration produces ``image_vectors``), else ``None``."""
+    entry = ARCHITECTURES[architecture]
+    return entry.encoder if "image_vectors" in entry.produces else None
 
 
 def build_image_parts(
@@ -225,7 +158,6 @@ def build_image_parts(
         patch_size=config.patch_size,
         grid_positional=config.grid_positional,
     )
-    encoder = None
-    if config.architecture in IMAGE_ENCODERS:
-        encoder = IMAGE_ENCODERS[config.architecture].for_grid(config, embedding.grid)
+    grid_type = grid_encoder(config.architecture)
+    encoder = None if grid_type is None else grid_type.for_grid(config, embedding.grid)
     return embedding, encoder

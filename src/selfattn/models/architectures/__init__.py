@@ -6,6 +6,8 @@ and one line below.
 
 from __future__ import annotations
 
+from typing import Any
+
 from selfattn.models.architectures.bigru import BiGRUOptions
 from selfattn.models.architectures.cnn import CNNOptions
 from selfattn.models.architectures.cnn2d import CNN2DOptions
@@ -20,8 +22,17 @@ from selfattn.models.architectures.rnn import RNNOptions
 from selfattn.models.architectures.transformer import TransformerOptions
 from selfattn.models.registry import ARCHITECTURES, Architecture
 
+#: The sequence encoders of the architectures that give one vector per input vector (the
+#: image-grid encoder needs its grid: :func:`selfattn.models.vision.build_image_parts`).
+ENCODERS: dict[str, Any] = {
+    name: entry.encoder
+    for name, entry in ARCHITECTURES.items()
+    if entry.encoder is not None and "vectors" in entry.produces
+}
+
 __all__ = [
     "ARCHITECTURES",
+    "ENCODERS",
     "Architecture",
     "BiGRUOptions",
     "CNN2DOptions",

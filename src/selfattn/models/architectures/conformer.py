@@ -5,12 +5,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from selfattn.models.conformer import Conformer
+from selfattn.models.encoders import AttentionSequenceEncoder
 from selfattn.models.option_groups import AttentionOptions, ExitOptions, doc
 from selfattn.models.registry import register_architecture
 
 
+class ConformerSequenceEncoder(AttentionSequenceEncoder):
+    """A :class:`~selfattn.models.Conformer` (Gulati et al. 2020): self-attention for the
+    whole sequence plus a depthwise convolution of kernel ``2·window_k + 1`` in every block —
+    the lecture's hint for speech ("you can also use both")."""
+
+    name = "conformer"
+
+    stack_type = Conformer
+
+
 @register_architecture(
     "conformer",
+    encoder=ConformerSequenceEncoder,
     summary="Conformer blocks: self-attention + a convolution of kernel 2·window_k + 1",
     produces={"vectors", "encoder_stack"},
     losses=('ponder cost (halting = "act")', "every block's exit loss (exit_heads)"),

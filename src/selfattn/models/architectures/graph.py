@@ -3,14 +3,63 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
+from torch import Tensor
+
+from selfattn.models.encoders import SequenceEncoder, stack_config
+from selfattn.models.graph import GraphTransformer
 from selfattn.models.option_groups import EncoderOptions, check_heads, doc
 from selfattn.models.registry import register_architecture
+
+if TYPE_CHECKING:
+    from selfattn.models.options import ModelConfig
+
+
+class GraphSequenceEncoder(SequenceEncoder):
+    """A :class:`~selfattn.models.graph.GraphTransformer`: each node attends to its graph
+    neighbours and itself (the batch's ``edge_index``, with ``edge_dim`` features per edge);
+    without edges, to every real node of its set. It uses no positions."""
+
+    name = "graph"
+
+    def __init__(self, config: ModelConfig, *, edge_dim: int | None = None) -> None:
+        super().__init__()
+        self.output_dim = config.embed_dim
+        # A graph is a set: ModelConfig leaves positional at its default or none for it.
+        stack = replace(stack_config(config), positional=None)
+        self.encoder = GraphTransformer(stack, edge_dim=edge_dim)
+
+    @classmethod
+    def from_config(
+        cls, config: ModelConfig, *, max_len: int = 512, edge_dim: int | None = None
+    ) -> SequenceEncoder:
+        return cls(config, edge_dim=edge_dim)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor,
+        edge_index: Tensor | None = None,
+        edge_attr: Tensor | None = None,
+    ) -> Tensor:
+        return self.encoder(x, key_padding_mask, edge_index, edge_attr)
+
+    def attention_maps(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor,
+        edge_index: Tensor | None = None,
+        edge_attr: Tensor | None = None,
+    ) -> list[Tensor]:
+        """Node × node maps per block, ``(B, H, L, L)``, zero off the graph's edges."""
+        return self.encoder.attention_maps(x, key_padding_mask, edge_index, edge_attr)
 
 
 @register_architecture(
     "graph",
+    encoder=GraphSequenceEncoder,
     summary="self-attention along a graph's edges: each node attends to its neighbours",
     produces={"vectors"},
 )

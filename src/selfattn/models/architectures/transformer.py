@@ -6,12 +6,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from selfattn.models.encoder import Encoder
+from selfattn.models.encoders import AttentionSequenceEncoder
 from selfattn.models.option_groups import AttentionOptions, ExitOptions, doc
 from selfattn.models.registry import register_architecture
 
 
+class TransformerSequenceEncoder(AttentionSequenceEncoder):
+    """selfattn's :class:`~selfattn.models.Encoder`."""
+
+    name = "transformer"
+
+    stack_type = Encoder
+
+
 @register_architecture(
     "transformer",
+    encoder=TransformerSequenceEncoder,
     summary="self-attention blocks: every vector considers the whole set at once",
     produces={"vectors", "encoder_stack"},
     losses=('ponder cost (halting = "act")', "every block's exit loss (exit_heads)"),
