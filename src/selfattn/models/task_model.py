@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from selfattn.data.types import Batch, TaskType
 from selfattn.kernels.linformer import LinformerKernel
-from selfattn.models.architectures import ENCODERS
+from selfattn.models.architectures import build_encoder
 from selfattn.models.architectures.graph import GraphSequenceEncoder
 from selfattn.models.embedding import InputEmbedding
 from selfattn.models.encoders import AttentionSequenceEncoder, SequenceEncoder
@@ -378,25 +378,6 @@ def _encoder_model(config: ModelConfig, spec: TaskSpec) -> TaskModel:
         model = TaskModel(embedding, encoder, head, spec=spec, cls_token=cls_token)
     use_layer_choices(model, config)
     return model
-
-
-def build_encoder(
-    config: ModelConfig, *, max_len: int = 512, edge_dim: int | None = None
-) -> SequenceEncoder:
-    """The encoder of ``config.architecture``'s registration (``edge_dim``: features per
-    graph edge, which only ``graph`` reads).
-
-    Raises:
-        ValueError: the architecture has no encoder of its own (one line).
-    """
-    if config.architecture not in ENCODERS:
-        raise ValueError(
-            f"unknown architecture {config.architecture!r}; choose one of {', '.join(ENCODERS)}"
-        )
-    encoder_type = ENCODERS[config.architecture]
-    if encoder_type is GraphSequenceEncoder:
-        return encoder_type.from_config(config, max_len=max_len, edge_dim=edge_dim)
-    return encoder_type.from_config(config, max_len=max_len)
 
 
 def _head(

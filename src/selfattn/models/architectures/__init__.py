@@ -6,7 +6,7 @@ and one line below.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from selfattn.models.architectures.bigru import BiGRUOptions
 from selfattn.models.architectures.cnn import CNNOptions
@@ -14,13 +14,17 @@ from selfattn.models.architectures.cnn2d import CNN2DOptions
 from selfattn.models.architectures.conformer import ConformerOptions
 from selfattn.models.architectures.fc import FCOptions
 from selfattn.models.architectures.fc_window import WindowFCOptions
-from selfattn.models.architectures.graph import GraphOptions
+from selfattn.models.architectures.graph import GraphOptions, GraphSequenceEncoder
 from selfattn.models.architectures.lstm import LSTMOptions
 from selfattn.models.architectures.memn2n import MemN2NOptions
 from selfattn.models.architectures.ntm import NTMOptions
 from selfattn.models.architectures.rnn import RNNOptions
 from selfattn.models.architectures.transformer import TransformerOptions
+from selfattn.models.encoders import SequenceEncoder
 from selfattn.models.registry import ARCHITECTURES, Architecture
+
+if TYPE_CHECKING:
+    from selfattn.models.options import ModelConfig
 
 #: The sequence encoders of the architectures that give one vector per input vector (the
 #: image-grid encoder needs its grid: :func:`selfattn.models.vision.build_image_parts`).
@@ -46,4 +50,24 @@ __all__ = [
     "RNNOptions",
     "TransformerOptions",
     "WindowFCOptions",
+    "build_encoder",
 ]
+
+
+def build_encoder(
+    config: ModelConfig, *, max_len: int = 512, edge_dim: int | None = None
+) -> SequenceEncoder:
+    """The encoder of ``config.architecture``'s registration (``edge_dim``: features per
+    graph edge, which only ``graph`` reads).
+
+    Raises:
+        ValueError: the architecture has no encoder of its own (one line).
+    """
+    if config.architecture not in ENCODERS:
+        raise ValueError(
+            f"unknown architecture {config.architecture!r}; choose one of {', '.join(ENCODERS)}"
+        )
+    encoder_type = ENCODERS[config.architecture]
+    if encoder_type is GraphSequenceEncoder:
+        return encoder_type.from_config(config, max_len=max_len, edge_dim=edge_dim)
+    return encoder_type.from_config(config, max_len=max_len)
