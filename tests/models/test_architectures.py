@@ -140,4 +140,5 @@ def test_selfattn_config_lists_the_architectures_and_their_fields(
     assert 'rnn_cell = "gru"' in out and "input_feeding = true" in out
     assert main(["config", "hopfield"]) == 2
     error = capsys.readouterr().err.strip()
-    assert "unknown architecture 'hopfield'" in error and "\n" not in error
+    assert "expected one of 'transformer', " in error and "got 'hopfield'" in error
+    assert "\n" not in error

@@ -12,7 +12,7 @@ checked on construction by the architecture's own options class.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any
 
 from selfattn.attention.dropout import DropoutMasks
 from selfattn.models.architectures import ARCHITECTURES
@@ -30,21 +30,6 @@ from selfattn.models.option_groups import (
     toml_value,
 )
 from selfattn.models.registry import architecture_named, read_fields
-
-Architecture = Literal[
-    "transformer",
-    "fc",
-    "fc_window",
-    "bigru",
-    "cnn",
-    "conformer",
-    "graph",
-    "cnn2d",
-    "memn2n",
-    "ntm",
-    "lstm",
-    "rnn",
-]
 
 
 def fields_read(architecture: str) -> frozenset[str]:
@@ -209,7 +194,7 @@ class ModelConfig:
     (:meth:`check_architecture`).
     """
 
-    architecture: Architecture = "transformer"
+    architecture: str = "transformer"
     embed_dim: int = 128
     num_heads: int = 4
     num_layers: int = 2
@@ -285,7 +270,7 @@ class ModelConfig:
                 'use pooling = "attention"'
             )
 
-    def for_architecture(self, architecture: Architecture) -> ModelConfig:
+    def for_architecture(self, architecture: str) -> ModelConfig:
         """This config with another architecture, and the fields that one does not read
         back at their defaults (positions: none), so the same section can train every
         architecture (``selfattn demo`` compares the baselines this way)."""

@@ -90,9 +90,11 @@ def architecture_named(name: str) -> Architecture:
         ValueError: no such architecture (one line listing them).
     """
     if name not in ARCHITECTURES:
+        # The default first, then the others by name.
+        names = sorted(ARCHITECTURES, key=lambda other: (other != "transformer", other))
         raise ValueError(
-            f"model.architecture: unknown architecture {name!r}; choose one of "
-            f"{', '.join(ARCHITECTURES)}"
+            f"model.architecture: expected one of {', '.join(map(repr, names))} (an unknown "
+            f"architecture), got {name!r}"
         )
     return ARCHITECTURES[name]
 
