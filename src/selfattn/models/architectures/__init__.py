@@ -26,13 +26,21 @@ from selfattn.models.registry import ARCHITECTURES, Architecture
 if TYPE_CHECKING:
     from selfattn.models.options import ModelConfig
 
-#: The sequence encoders of the architectures that give one vector per input vector (the
-#: image-grid encoder needs its grid: :func:`selfattn.models.vision.build_image_parts`).
-ENCODERS: dict[str, Any] = {
-    name: entry.encoder
-    for name, entry in ARCHITECTURES.items()
-    if entry.encoder is not None and "vectors" in entry.produces
-}
+
+def vector_encoders() -> dict[str, Any]:
+    """The sequence encoders of the registered architectures that give one vector per
+    input vector, by name (the image-grid encoder needs its grid:
+    :func:`selfattn.models.vision.build_image_parts`). Read when called, so that an
+    architecture registered later (in a user's own module) is among them."""
+    return {
+        name: entry.encoder
+        for name, entry in ARCHITECTURES.items()
+        if entry.encoder is not None and "vectors" in entry.produces
+    }
+
+
+#: :func:`vector_encoders` of the shipped architectures.
+ENCODERS: dict[str, Any] = vector_encoders()
 
 __all__ = [
     "ARCHITECTURES",
@@ -51,6 +59,7 @@ __all__ = [
     "TransformerOptions",
     "WindowFCOptions",
     "build_encoder",
+    "vector_encoders",
 ]
 
 
@@ -63,11 +72,12 @@ def build_encoder(
     Raises:
         ValueError: the architecture has no encoder of its own (one line).
     """
-    if config.architecture not in ENCODERS:
+    encoders = vector_encoders()
+    if config.architecture not in encoders:
         raise ValueError(
-            f"unknown architecture {config.architecture!r}; choose one of {', '.join(ENCODERS)}"
+            f"unknown architecture {config.architecture!r}; choose one of {', '.join(encoders)}"
         )
-    encoder_type = ENCODERS[config.architecture]
+    encoder_type = encoders[config.architecture]
     if encoder_type is GraphSequenceEncoder:
         return encoder_type.from_config(config, max_len=max_len, edge_dim=edge_dim)
     return encoder_type.from_config(config, max_len=max_len)
