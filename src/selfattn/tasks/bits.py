@@ -29,7 +29,7 @@ from selfattn.data.specials import IGNORE_INDEX
 from selfattn.data.types import DataError
 from selfattn.memory.copy_task import copy_inputs
 from selfattn.models.bits import BitsBatch, build_bits_model, check_bits_model
-from selfattn.models.task_model import TaskSpec
+from selfattn.models.spec import TaskSpec
 from selfattn.tasks.task import AttentionFigure, Task, register_task
 
 __all__ = ["BitsTask"]

@@ -19,7 +19,7 @@ from selfattn.data.readers.user_input import (
     read_input,
 )
 from selfattn.data.types import Example
-from selfattn.models.task_model import TaskSpec
+from selfattn.models.spec import TaskSpec
 from selfattn.tasks.inputs import text_inputs
 from selfattn.tasks.task import AttentionFigure, Task, task_named
 from selfattn.train.checkpoint import load_model

@@ -25,7 +25,7 @@ from selfattn.data.batching.lengths import unit
 from selfattn.data.batching.splits import DEV_SEED
 from selfattn.data.types import InputKind, TaskType
 from selfattn.models.architectures import ARCHITECTURES
-from selfattn.models.task_model import TaskSpec
+from selfattn.models.spec import TaskSpec
 
 EVAL_BATCH_SIZE = 64
 

@@ -44,7 +44,7 @@ from torch import Tensor, nn
 
 import selfattn
 from selfattn.config import Config, config_from_dict, config_to_dict
-from selfattn.models.task_model import TaskSpec
+from selfattn.models.spec import TaskSpec
 from selfattn.train.rng import get_rng_state
 
 #: Bumped whenever the layout or the meaning of a stored field changes.

@@ -15,7 +15,7 @@ from typing import Any
 from torch import nn
 
 from selfattn.config import Config
-from selfattn.models.task_model import TaskSpec
+from selfattn.models.spec import TaskSpec
 from selfattn.train.checkpoint import load_checkpoint
 from selfattn.train.run_dir import checkpoint_in
 

@@ -41,7 +41,7 @@ from torch import nn
 
 from selfattn.attention.backends import varying_shapes
 from selfattn.config import Config
-from selfattn.models.task_model import TaskSpec
+from selfattn.models.spec import TaskSpec
 from selfattn.train.device import autocast_dtype, describe
 from selfattn.train.device import resolve_device as resolve_device  # re-exported
 from selfattn.train.distributed import (

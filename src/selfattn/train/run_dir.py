@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from selfattn.config import Config, config_to_dict
-from selfattn.models.task_model import TaskSpec
+from selfattn.models.spec import TaskSpec
 from selfattn.train.checkpoint import MANIFEST, write_atomic
 
 METRICS_FILE = "metrics.jsonl"
