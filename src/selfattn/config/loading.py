@@ -28,7 +28,7 @@ from typing import Any, Literal, Union
 
 from selfattn.config.sections import Config, DataConfig, TrainConfig
 from selfattn.models.options import ModelConfig
-from selfattn.models.registry import architecture_named
+from selfattn.models.registry import ARCHITECTURES
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 
 SECTIONS: dict[str, type] = {
@@ -38,7 +38,6 @@ SECTIONS: dict[str, type] = {
     "seq2seq": Seq2SeqConfig,
 }
 _TOP_LEVEL = ("run_dir",)
-_MODEL_HINTS = typing.get_type_hints(ModelConfig)
 
 
 def load_config(path: Path, overrides: list[str] | None = None) -> Config:
@@ -169,40 +168,28 @@ def _check_section(section: str) -> None:
         )
 
 
-def _build_model(table: Mapping[str, Any]) -> ModelConfig:
-    """The ``[model]`` table: a key no architecture reads is unknown, refused with the keys
-    this architecture reads; a key of another architecture is checked with the task
-    (:meth:`~selfattn.models.options.ModelConfig.check_architecture`, before any data is
-    read), so that one file can serve several architectures and the task's refusal comes
-    first."""
-    architecture = _coerce(table.get("architecture", "transformer"), str, "model.architecture")
-    unknown = sorted(set(table) - set(_MODEL_HINTS))
-    if unknown:
-        reads = architecture_named(architecture).options.field_names()
-        raise ValueError(
-            f"unknown key(s) {', '.join(f'model.{key}' for key in unknown)}; valid keys of "
-            f"[model]: {', '.join(_MODEL_HINTS)}; architecture {architecture!r} reads: "
-            f"{', '.join(reads)} (selfattn config {architecture})"
-        )
-    kwargs = {
-        key: _coerce(value, _MODEL_HINTS[key], f"model.{key}") for key, value in table.items()
-    }
-    return ModelConfig(**kwargs)
+def _reads_hint(section: str, table: Mapping[str, Any]) -> str:
+    """For ``[model]``: what its architecture reads, after the list of every valid key (a
+    key of another architecture is valid here and checked with the task, before any data
+    is read, so that one file can serve several architectures)."""
+    name = table.get("architecture", "transformer")
+    if section != "model" or not isinstance(name, str) or name not in ARCHITECTURES:
+        return ""
+    reads = ", ".join(ARCHITECTURES[name].options.field_names())
+    return f"; architecture {name!r} reads: {reads} (selfattn config {name})"
 
 
 def _build_section(section: str, table: Any) -> Any:
     cls = SECTIONS[section]
     if not isinstance(table, Mapping):
         raise ValueError(f"[{section}] must be a table, got {table!r}")
-    if section == "model":
-        return _build_model(table)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in fields(cls)]
     unknown = sorted(set(table) - set(names))
     if unknown:
         raise ValueError(
             f"unknown key(s) {', '.join(f'{section}.{key}' for key in unknown)}; "
-            f"valid keys of [{section}]: {', '.join(names)}"
+            f"valid keys of [{section}]: {', '.join(names)}{_reads_hint(section, table)}"
         )
     required = [
         f.name

@@ -245,11 +245,6 @@ class EncoderOptions(ModelOptions):
                 f'model.positional ({positional!r}): set model.positional = "none"'
             )
 
-    @property
-    def head_rate(self) -> float:
-        """The dropout before the task head: ``head_dropout``, else ``dropout``."""
-        return self.dropout if self.head_dropout is None else self.head_dropout
-
 
 @dataclass(frozen=True)
 class AttentionOptions(EncoderOptions):

@@ -29,7 +29,7 @@ from selfattn.models.option_groups import (
     check_values,
     toml_value,
 )
-from selfattn.models.registry import architecture_named, read_fields
+from selfattn.models.registry import architecture_named
 
 
 def fields_read(architecture: str) -> frozenset[str]:
@@ -245,11 +245,6 @@ class ModelConfig:
         """
         options = architecture_named(self.architecture).options
         return options(**{name: getattr(self, name) for name in options.field_names()})
-
-    @classmethod
-    def of(cls, options: ModelOptions) -> ModelConfig:
-        """The flat view of an architecture's ``options`` (unread fields at defaults)."""
-        return cls(**read_fields(options))
 
     def check_architecture(self) -> None:
         """Refuse, in one line, every field the architecture would ignore, unless it is left

@@ -11,7 +11,6 @@ registers its own options class, and importing that package imports every one of
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -97,8 +96,3 @@ def architecture_named(name: str) -> Architecture:
             f"architecture), got {name!r}"
         )
     return ARCHITECTURES[name]
-
-
-def read_fields(options: ModelOptions) -> dict[str, Any]:
-    """The fields of ``options`` by name (JSON-ready values)."""
-    return {item.name: getattr(options, item.name) for item in dataclasses.fields(options)}
