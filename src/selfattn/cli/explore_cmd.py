@@ -4,11 +4,13 @@ HTML file or served on 127.0.0.1 (:mod:`selfattn.explore`)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from selfattn.cli.model_cmds import TRUNCATE_HELP, add_decoding_arguments, decoding_options
-from selfattn.explore.payload import PayloadBuilder
+from selfattn.data.types import Example
+from selfattn.explore.payload import MAX_TOKENS, MAX_WEIGHTS, PayloadBuilder
 from selfattn.tasks.predictor import Predictor
 
 
@@ -41,6 +43,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--serve: address to bind (default 127.0.0.1, this machine only)",
     )
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=MAX_TOKENS,
+        metavar="N",
+        help="most positions (tokens, frames, nodes) of one input shown; a longer input is "
+        f"refused: its maps grow with the square of its length (default {MAX_TOKENS})",
+    )
+    parser.add_argument(
+        "--max-weights",
+        type=int,
+        default=MAX_WEIGHTS,
+        metavar="N",
+        help="most attention weights in the page, or in one answer of --serve; more are "
+        f"refused (default {MAX_WEIGHTS:,}, about 40 MB)",
+    )
     add_decoding_arguments(parser)
 
 
@@ -48,16 +66,18 @@ def build_examples(
     predictor: Predictor, builder: PayloadBuilder, inputs: list[str]
 ) -> list[dict[str, Any]]:
     """The payload examples of the command line's inputs."""
-    examples = []
-    for argument in inputs:
-        for example in predictor.read(argument, command="explore"):
-            text = predictor.input == "text" and example.tokens
-            if text:
-                label = " ".join(example.tokens or ())
-            else:  # a file by its name; graph JSON given inline by its start
-                label = Path(argument).name if Path(argument).is_file() else argument[:60]
-            examples.append(builder.example(example, label))
-    return examples
+
+    def labelled() -> Iterator[tuple[Example, str]]:
+        for argument in inputs:
+            for example in predictor.read(argument, command="explore"):
+                text = predictor.input == "text" and example.tokens
+                if text:
+                    label = " ".join(example.tokens or ())
+                else:  # a file by its name; graph JSON given inline by its start
+                    label = Path(argument).name if Path(argument).is_file() else argument[:60]
+                yield example, label
+
+    return builder.examples(labelled())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +92,13 @@ def run(args: argparse.Namespace) -> int:
     predictor = Predictor(args.checkpoint)
     title = args.checkpoint.resolve().name
     builder = PayloadBuilder(
-        predictor, options=options, title=title, serve=args.serve, truncate=args.truncate
+        predictor,
+        options=options,
+        title=title,
+        serve=args.serve,
+        truncate=args.truncate,
+        max_tokens=args.max_tokens,
+        max_weights=args.max_weights,
     )
     examples = build_examples(predictor, builder, args.inputs)
     if not args.serve:

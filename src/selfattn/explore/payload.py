@@ -5,12 +5,19 @@ The maps come from the task's own ``attention`` (the model run with its weights,
 kernel it trained with), rounded to 6 decimals; the per-head statistics come from
 :mod:`selfattn.explore.stats`. Image, speech and graph inputs also carry a picture of the
 input for the page to paint the attention over.
+
+A map holds T × S weights for T queries and S keys, so an input's payload grows with the
+square of its length: an input is refused past :data:`MAX_TOKENS` positions, and one page
+or answer past :data:`MAX_WEIGHTS` weights in all (each a choice of the builder's caller,
+``selfattn explore --max-tokens / --max-weights``). Within them the payload is linear in
+the weights shown: about 9 bytes each.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -31,6 +38,20 @@ from selfattn.tasks.task import AttentionFigure
 
 #: Decimals kept of each attention weight.
 DECIMALS = 6
+#: Most positions (tokens, frames, nodes, patches) of one input the explorer shows.
+MAX_TOKENS = 512
+#: Most attention weights one page, or one answer of the server, holds (about 40 MB).
+MAX_WEIGHTS = 4 * 1024 * 1024
+
+#: What one position is called, by what the model reads.
+_POSITIONS = {
+    "text": "tokens",
+    "speech": "frames",
+    "graph": "nodes",
+    "molecule": "atoms",
+    "image": "positions",
+    "vectors": "vectors",
+}
 
 #: The upload types the served page offers, by what the model reads.
 ACCEPT: dict[str, frozenset[str]] = {
@@ -48,7 +69,19 @@ def accept(description: InputDescription) -> str:
 
 
 def _rounded(layers: list[Tensor]) -> list[Any]:
-    return [np.round(layer.detach().float().cpu().numpy(), DECIMALS).tolist() for layer in layers]
+    # Rounded in float64: a float32 rounded to 6 decimals is not one, and its repr in JSON
+    # (0.016315000131726265) is twice as long as the weight's.
+    return [np.round(layer.detach().double().cpu().numpy(), DECIMALS).tolist() for layer in layers]
+
+
+def weight_count(figures: list[AttentionFigure]) -> int:
+    """How many attention weights ``figures`` hold (layers × heads × T × S each)."""
+    return sum(int(layer.numel()) for figure in figures for layer in figure.maps)
+
+
+def _count(maps: list[Any]) -> int:
+    """How many weights a figure's nested ``maps`` lists hold."""
+    return sum(len(row) for layer in maps for head in layer for row in head)
 
 
 def _png(pixels: np.ndarray) -> str:
@@ -72,6 +105,8 @@ class PayloadBuilder:
         title: the page's title (the run's name).
         serve: the page is served (input box, uploads).
         truncate: cut inputs longer than the model reads (else they are refused).
+        max_tokens: most positions of one input (longer ones are refused).
+        max_weights: most attention weights of the examples :meth:`examples` builds.
     """
 
     def __init__(
@@ -82,9 +117,16 @@ class PayloadBuilder:
         title: str,
         serve: bool = False,
         truncate: bool = False,
+        max_tokens: int = MAX_TOKENS,
+        max_weights: int = MAX_WEIGHTS,
     ) -> None:
+        if max_tokens < 1 or max_weights < 1:
+            raise ValueError(
+                f"--max-tokens and --max-weights must be at least 1, got {max_tokens} "
+                f"and {max_weights}"
+            )
         self.predictor, self.options, self.title, self.serve = predictor, options, title, serve
-        self.truncate = truncate
+        self.truncate, self.max_tokens, self.max_weights = truncate, max_tokens, max_weights
         self.description = predictor.description()
 
     def payload(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -99,15 +141,45 @@ class PayloadBuilder:
             "examples": examples,
         }
 
-    def example(self, example: Example, label: str) -> dict[str, Any]:
-        """One input's prediction, maps, statistics and picture.
+    def examples(self, inputs: Iterable[tuple[Example, str]]) -> list[dict[str, Any]]:
+        """The payload examples of ``(example, label)`` pairs (see :meth:`example`),
+        holding at most ``max_weights`` attention weights together.
 
         Raises:
-            ValueError: the input is too long for the model, or the model has no
-                attention weights (one line each).
+            ValueError: as :meth:`example`; the inputs' maps together hold more weights.
+        """
+        shown: list[dict[str, Any]] = []
+        spent = 0
+        for example, label in inputs:
+            shown.append(self.example(example, label, spent=spent))
+            spent += sum(_count(figure["maps"]) for figure in shown[-1]["figures"])
+        return shown
+
+    def example(self, example: Example, label: str, *, spent: int = 0) -> dict[str, Any]:
+        """One input's prediction, maps, statistics and picture, when its maps fit in the
+        ``max_weights`` left after ``spent`` weights already shown.
+
+        Raises:
+            ValueError: the input is too long for the model or has more than
+                ``max_tokens`` positions; its maps hold more weights than are left; the
+                model has no attention weights (one line each).
         """
         fitted = self.predictor.fit(example, truncate=self.truncate)
+        name = example.source or label[:40]
+        if len(fitted) > self.max_tokens:
+            positions = _POSITIONS.get(self.description.kind, "positions")
+            raise ValueError(
+                f"{name}: {len(fitted):,} {positions}; the explorer shows at most "
+                f"{self.max_tokens:,} per input (--max-tokens changes it)"
+            )
         figures = self.predictor.attention(fitted, **self.options)
+        weights = weight_count(figures)
+        if spent + weights > self.max_weights:
+            before = f", {spent:,} of them taken by the inputs before it" if spent else ""
+            raise ValueError(
+                f"{name}: its maps hold {weights:,} attention weights; the explorer shows "
+                f"at most {self.max_weights:,} at once{before} (--max-weights changes it)"
+            )
         grid = self._grid()
         return {
             "label": label,
