@@ -6,7 +6,16 @@ The standard library's threading HTTP server is enough for one user on their own
 * ``POST /maps`` (``multipart/form-data``) takes a field ``text`` (text models: one input
   per line) or ``file`` (an upload of the model's kind) and answers
   ``{"examples": [...]}`` in the payload's format, or ``{"error": "one line"}`` with status
-  400 (bad input), 413 (too large) or 500 (a bug: the server keeps running).
+  400 (bad input), 408 (the body came too slowly), 411 (no Content-Length: chunked bodies
+  are not taken), 413 (too large), 503 (not explored in time) or 500 (a bug: the server
+  keeps running).
+
+Each connection has its own thread and every one is bounded (:class:`Limits`): the socket
+times out when silent, a body is read only up to its one valid Content-Length and within a
+time limit, an input is explored within a time limit in a worker thread of its own (the
+model explores one input at a time, and the payload builder caps its size), and a
+connection is cut off after a while whatever it does. A client that goes away is one line
+on the console, never a traceback.
 
 Safety: the server binds to 127.0.0.1 unless told otherwise; an upload is at most
 :data:`MAX_UPLOAD` bytes and is written only inside a temporary folder removed after the
@@ -17,21 +26,32 @@ page writes every token as text, never as markup.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import email.parser
-import email.policy
 import json
+import math
+import socket
+import sys
 import tempfile
 import threading
-from collections.abc import Callable
-from email.message import Message
+import time
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from selfattn.data.types import Example
 from selfattn.explore.page import render_page
 from selfattn.explore.payload import ACCEPT, PayloadBuilder
+from selfattn.explore.request import (
+    BadInput,
+    ClientGone,
+    content_length,
+    form_fields,
+    one_line,
+    read_body,
+)
 
 #: Largest request body accepted, in bytes.
 MAX_UPLOAD = 16 * 1024 * 1024
@@ -39,44 +59,11 @@ MAX_UPLOAD = 16 * 1024 * 1024
 MAX_LINES = 20
 
 
-class BadInput(ValueError):
-    """A request the server refuses (one line, with its HTTP status)."""
-
-    def __init__(self, message: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def one_line(error: BaseException) -> str:
-    """The first line of an error's message."""
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
-
-
-def form_fields(content_type: str, body: bytes) -> dict[str, tuple[str | None, bytes]]:
-    """A ``multipart/form-data`` body → ``{name: (filename, bytes)}``.
-
-    Raises:
-        BadInput: not multipart form data.
-    """
-    if not content_type.startswith("multipart/form-data"):
-        raise BadInput(f"POST /maps takes multipart/form-data, not {content_type or 'nothing'}")
-    header = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
-    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(header + body)
-    if not message.is_multipart():
-        raise BadInput("POST /maps: the form data could not be read")
-    fields: dict[str, tuple[str | None, bytes]] = {}
-    for part in message.iter_parts():
-        assert isinstance(part, Message)
-        name = part.get_param("name", header="content-disposition")
-        if isinstance(name, str):
-            payload = part.get_payload(decode=True)
-            fields[name] = (part.get_filename(), payload if isinstance(payload, bytes) else b"")
-    return fields
-
-
 class Explorer:
     """What the server does, apart from HTTP: the page and the maps of a new input.
+
+    Reading an input (a typed line, an upload) may run at once in several requests; the
+    model runs one input at a time.
 
     Args:
         builder: the run's payload builder (``serve=True``).
@@ -91,24 +78,40 @@ class Explorer:
         """The served page."""
         return render_page(self.builder.payload(self.initial))
 
-    def maps(self, fields: dict[str, tuple[str | None, bytes]]) -> dict[str, Any]:
-        """``{"examples": [...]}`` for a posted text or file.
+    def maps(
+        self, fields: dict[str, tuple[str | None, bytes]], deadline: float = math.inf
+    ) -> dict[str, Any]:
+        """``{"examples": [...]}`` for a posted text or file; the model does not start on
+        it once ``time.monotonic()`` passes ``deadline`` (its asker is answered already).
 
         Raises:
-            BadInput: no input; an input the model cannot read (one line: why).
+            BadInput: no input; an input the model cannot read (one line: why); the model
+                busy with other inputs until the deadline (503).
         """
         kind = self.builder.description.kind
-        with self._lock:
-            if "text" in fields and fields["text"][1].strip():
-                if kind != "text":
-                    raise BadInput(f"typed text: {self.builder.description.expects()}")
-                return {"examples": self._texts(fields["text"][1])}
-            if "file" in fields and fields["file"][1]:
-                name, data = fields["file"]
-                return {"examples": [self._file(name or "upload", data)]}
+        if "text" in fields and fields["text"][1].strip():
+            if kind != "text":
+                raise BadInput(f"typed text: {self.builder.description.expects()}")
+            return {"examples": self._shown(self._texts(fields["text"][1]), deadline)}
+        if "file" in fields and fields["file"][1]:
+            name, data = fields["file"]
+            label = Path(name or "upload").name
+            with self._upload(label, data) as read:
+                return {"examples": self._shown([(read(), label)], deadline)}
         raise BadInput("nothing to explore: type a text or choose a file")
 
-    def _texts(self, data: bytes) -> list[dict[str, Any]]:
+    def _shown(self, inputs: list[tuple[Example, str]], deadline: float) -> list[dict[str, Any]]:
+        """The payload examples of read inputs: the model's part, one request at a time."""
+        if not self._lock.acquire(timeout=max(0.0, min(deadline - time.monotonic(), 1e6))):
+            raise BadInput(
+                "the explorer was busy with other inputs", HTTPStatus.SERVICE_UNAVAILABLE
+            )
+        try:
+            return self.builder.examples(inputs)
+        finally:
+            self._lock.release()
+
+    def _texts(self, data: bytes) -> list[tuple[Example, str]]:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -117,31 +120,36 @@ class Explorer:
         if len(lines) > MAX_LINES:
             raise BadInput(f"{len(lines)} lines; the explorer takes at most {MAX_LINES} at once")
         predictor = self.builder.predictor
-        examples = []
-        for number, line in enumerate(lines, 1):
-            source = f"<typed>:{number}"
-            examples.append(self.builder.example(predictor.example(line, source), line))
-        return examples
+        return [
+            (predictor.example(line, f"<typed>:{number}"), line)
+            for number, line in enumerate(lines, 1)
+        ]
 
-    def _file(self, name: str, data: bytes) -> dict[str, Any]:
-        suffix = Path(name).suffix.lower()
+    @contextlib.contextmanager
+    def _upload(self, label: str, data: bytes) -> Iterator[Callable[[], Example]]:
+        """``read()``: the uploaded file as one input, read from a temporary folder that
+        is removed when the context ends; its errors name the upload, not the file."""
+        suffix = Path(label).suffix.lower()
         kind = self.builder.description.kind
-        allowed = ACCEPT.get(kind, frozenset())
-        label = Path(name).name
         if kind == "text":
             raise BadInput(f"{label}: this model reads text; type it in the box")
-        if suffix not in allowed:
+        if suffix not in ACCEPT.get(kind, frozenset()):
             raise BadInput(f"{label}: {self.builder.description.expects()}")
         with tempfile.TemporaryDirectory(prefix="selfattn-explore-") as folder:
             path = Path(folder) / f"upload{suffix}"
             path.write_bytes(data)
-            try:
+
+            def read() -> Example:
                 examples = self.builder.predictor.read(str(path), command="explore", note=_ignore)
                 if len(examples) != 1:
                     raise BadInput(f"{label}: {len(examples)} inputs; upload one at a time")
-                example = dataclasses.replace(examples[0], source=label)
-                return self.builder.example(example, label)
-            except (ValueError, OSError) as error:  # name the upload, not the temporary file
+                return dataclasses.replace(examples[0], source=label)
+
+            try:
+                yield read
+            except BadInput:
+                raise
+            except (ValueError, OSError) as error:
                 raise BadInput(one_line(error).replace(str(path), label)) from None
 
 
@@ -149,23 +157,152 @@ def _ignore(line: str) -> None:
     del line
 
 
-def make_handler(explorer: Explorer) -> type[BaseHTTPRequestHandler]:
-    """The request handler class serving ``explorer``."""
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one connection may cost the server, in bytes and seconds.
+
+    Args:
+        upload: most bytes of a request body.
+        idle: seconds a socket may stay silent (reading or writing).
+        body: seconds to receive a whole body, however it trickles in.
+        work: seconds to explore one request's input; past it the asker is answered 503
+            (the reading under way finishes in the background, no model runs for it).
+        connection: seconds one connection is kept at all, from its first byte.
+        workers: inputs explored at once; more wait in line (and time out with 503).
+    """
+
+    upload: int = MAX_UPLOAD
+    idle: float = 10.0
+    body: float = 60.0
+    work: float = 60.0
+    connection: float = 180.0
+    workers: int = 4
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class ExplorerServer(ThreadingHTTPServer):
+    """A threading HTTP server (one thread per connection) that bounds each request by
+    its :class:`Limits`, explores each input in a worker thread of its own (at most
+    ``limits.workers`` at once), and logs a dropped client in one line."""
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        explorer: Explorer,
+        limits: Limits,
+        log: Callable[[str], None],
+    ) -> None:
+        self.explorer, self.limits, self.log = explorer, limits, log
+        super().__init__(address, make_handler(self))
+        self._workers = threading.BoundedSemaphore(limits.workers)
+
+    def explore(self, fields: dict[str, tuple[str | None, bytes]]) -> dict[str, Any]:
+        """:meth:`Explorer.maps` of ``fields``, within ``limits.work`` seconds.
+
+        Its own daemon thread does the work: a thread cannot be stopped, but past the
+        limit its asker is answered, and the thread neither blocks the others (at most
+        ``limits.workers`` run at once) nor the process's exit.
+
+        Raises:
+            BadInput: what :meth:`Explorer.maps` raises; no answer in time (503).
+        """
+        deadline = time.monotonic() + self.limits.work
+        done = threading.Event()
+        answers: list[dict[str, Any]] = []
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                if not self._workers.acquire(timeout=self.limits.work):
+                    return
+                try:
+                    answers.append(self.explorer.maps(fields, deadline))
+                finally:
+                    self._workers.release()
+            except BaseException as error:  # handed to the asker
+                errors.append(error)
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="selfattn-explore-work", daemon=True).start()
+        if not done.wait(self.limits.work) or not answers + errors:
+            raise BadInput(
+                f"the input took longer than {self.limits.work:g} s to explore; try a smaller one",
+                HTTPStatus.SERVICE_UNAVAILABLE,
+            )
+        if errors:
+            raise errors[0]
+        return answers[0]
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A dropped client is one line; a bug in the server keeps its traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            self.log(f"{_address(client_address)}: dropped ({one_line(error)})")
+        else:
+            super().handle_error(request, client_address)
+
+
+def _address(client_address: Any) -> str:
+    if isinstance(client_address, tuple) and len(client_address) >= 2:
+        return f"{client_address[0]}:{client_address[1]}"
+    return str(client_address)
+
+
+def make_handler(server: ExplorerServer) -> type[BaseHTTPRequestHandler]:
+    """The request handler class of ``server``: its explorer, within its limits."""
+    explorer, limits = server.explorer, server.limits
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "selfattn-explore"
+        timeout = limits.idle  # every read and write of the socket
+
+        def setup(self) -> None:
+            super().setup()
+            # The socket timeout bounds each read, not a client trickling a byte at a time
+            # (headers or body): past ``connection`` seconds the socket is shut.
+            self._watchdog = threading.Timer(limits.connection, self._cut_off)
+            self._watchdog.daemon = True
+            self._watchdog.start()
+
+        def finish(self) -> None:
+            self._watchdog.cancel()
+            with contextlib.suppress(OSError):  # the client is gone; logged if it mattered
+                super().finish()
+
+        def _cut_off(self) -> None:
+            server.log(f"{self._who()}: cut off after {limits.connection:g} s")
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+        def _who(self) -> str:
+            request = getattr(self, "command", None)
+            path = f" {request} {self.path}" if request else ""
+            return f"{_address(self.client_address)}{path}"
 
         def log_message(self, format: str, *args: Any) -> None:
             del format, args  # quiet: the terminal shows the URL, not every request
 
+        def log_error(self, format: str, *args: Any) -> None:
+            server.log(f"{self._who()}: {one_line(format % args)}")
+
         def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-store")
+                self.send_header("X-Content-Type-Options", "nosniff")
+                self.end_headers()
+                self.wfile.write(body)
+            except (ConnectionError, TimeoutError) as error:
+                self.close_connection = True
+                server.log(f"{self._who()}: dropped before its answer ({one_line(error)})")
 
         def _json(self, status: HTTPStatus, value: dict[str, Any]) -> None:
             self._send(status, json.dumps(value).encode("utf-8"), "application/json")
@@ -177,25 +314,20 @@ def make_handler(explorer: Explorer) -> type[BaseHTTPRequestHandler]:
             self._answer(lambda: explorer.page().encode("utf-8"), "text/html; charset=utf-8")
 
         def do_POST(self) -> None:
+            self.close_connection = True  # a body not read in full never reads as a request
             if self.path != "/maps":
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no endpoint {self.path}"})
                 return
-            self._answer(self._maps, "application/json")
+            try:
+                self._answer(self._maps, "application/json")
+            except ClientGone as error:
+                server.log(f"{self._who()}: dropped ({error})")
 
         def _maps(self) -> bytes:
-            try:
-                length = int(self.headers.get("Content-Length", ""))
-            except ValueError:
-                raise BadInput("POST /maps needs a Content-Length") from None
-            if length > MAX_UPLOAD:
-                self.close_connection = True  # the unread body is not kept alive
-                raise BadInput(
-                    f"upload of {length:,} bytes; the explorer takes at most {MAX_UPLOAD:,}",
-                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                )
-            body = self.rfile.read(length)
-            fields = form_fields(self.headers.get("Content-Type", ""), body)
-            return json.dumps(explorer.maps(fields), allow_nan=False).encode("utf-8")
+            length = content_length(self.headers, limits.upload)
+            body = read_body(self.rfile, self.connection, length, limits.idle, limits.body)
+            answer = server.explore(form_fields(self.headers.get("Content-Type", ""), body))
+            return json.dumps(answer, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
         def _answer(self, make: Callable[[], bytes], content_type: str) -> None:
             try:
@@ -203,6 +335,8 @@ def make_handler(explorer: Explorer) -> type[BaseHTTPRequestHandler]:
             except BadInput as error:
                 self._json(error.status, {"error": one_line(error)})
             except (ValueError, OSError) as error:  # the readers' one-line refusals
+                if isinstance(error, ConnectionError):
+                    raise
                 self._json(HTTPStatus.BAD_REQUEST, {"error": one_line(error)})
             except Exception as error:  # a bug: say so, keep serving
                 self._json(
@@ -215,9 +349,15 @@ def make_handler(explorer: Explorer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(explorer: Explorer, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+def serve(
+    explorer: Explorer,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    limits: Limits = Limits(),
+    log: Callable[[str], None] = _stderr,
+) -> ExplorerServer:
     """A server for ``explorer`` bound to ``host:port`` (0: a free port), not yet running:
-    call ``serve_forever`` (and ``shutdown`` from another thread)."""
-    server = ThreadingHTTPServer((host, port), make_handler(explorer))
-    server.daemon_threads = True
-    return server
+    call ``serve_forever`` (and ``shutdown`` from another thread). ``log`` takes one line
+    per dropped or failed connection."""
+    return ExplorerServer((host, port), explorer, limits, log)
