@@ -275,6 +275,12 @@ def make_handler(server: ExplorerServer) -> type[BaseHTTPRequestHandler]:
             with contextlib.suppress(OSError):  # the client is gone; logged if it mattered
                 super().finish()
 
+        def handle(self) -> None:
+            try:
+                super().handle()
+            except (ConnectionError, TimeoutError) as error:
+                server.log(f"{self._who()}: dropped ({one_line(error)})")
+
         def _cut_off(self) -> None:
             server.log(f"{self._who()}: cut off after {limits.connection:g} s")
             with contextlib.suppress(OSError):
