@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=MAX_WEIGHTS,
         metavar="N",
         help="most attention weights in the page, or in one answer of --serve; more are "
-        f"refused (default {MAX_WEIGHTS:,}, about 40 MB)",
+        f"refused (default {MAX_WEIGHTS:,}, about 20 MB)",
     )
     add_decoding_arguments(parser)
 

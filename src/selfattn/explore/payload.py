@@ -40,8 +40,8 @@ from selfattn.tasks.task import AttentionFigure
 DECIMALS = 6
 #: Most positions (tokens, frames, nodes, patches) of one input the explorer shows.
 MAX_TOKENS = 512
-#: Most attention weights one page, or one answer of the server, holds (about 40 MB).
-MAX_WEIGHTS = 4 * 1024 * 1024
+#: Most attention weights one page, or one answer of the server, holds (about 20 MB).
+MAX_WEIGHTS = 2 * 1024 * 1024
 
 #: What one position is called, by what the model reads.
 _POSITIONS = {
