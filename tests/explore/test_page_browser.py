@@ -272,6 +272,20 @@ def test_speech_and_graph_overlays(open_payload, make_figure, make_example, make
     assert opened.errors == []
 
 
+def test_a_cut_input_shows_its_note_and_others_none(
+    open_payload, make_figure, make_example, make_payload
+) -> None:
+    note = "showing the first 6 of 9 tokens (--max-tokens)"
+    cut = make_example("the cat sat on the mat and more", "positive", [make_figure(SENTENCE)])
+    whole = make_example("a dog", "negative", [make_figure(["a", "dog"], seed=2)])
+    opened = open_payload(make_payload([{**cut, "note": note}, {**whole, "note": None}]))
+    page = opened.page
+    assert page.text_content("#example-note") == note and page.is_visible("#example-note")
+    page.select_option("#example", value="1")
+    assert page.locator("#example-note").is_hidden()
+    assert opened.errors == []
+
+
 def test_hostile_tokens_show_as_text(open_payload, make_figure, make_example, make_payload) -> None:
     tokens = ["hello", *HOSTILE]
     hostile = make_payload(

@@ -1,6 +1,7 @@
 """The explorer's payload is bounded: linear in the attention weights it shows (about 9
 bytes each), an input past ``--max-tokens`` refused in one line before the model runs, and
-a page or an answer past ``--max-weights`` weights refused in one line."""
+a page or an answer past ``--max-weights`` weights refused in one line (with
+``--truncate`` a long input shows its first tokens and a note)."""
 
 from __future__ import annotations
 
@@ -52,8 +53,21 @@ def test_an_input_over_max_tokens_is_refused_before_the_model_runs(
     with pytest.raises(ValueError) as refused:
         builder.example(predictor.example(words(9), "<typed>:1"), words(9))
     assert str(refused.value) == (
-        "<typed>:1: 9 tokens; the explorer shows at most 8 per input (--max-tokens changes it)"
+        "<typed>:1: 9 tokens; the explorer shows at most 8 per input "
+        "(--max-tokens changes it; --truncate shows its first)"
     )
+
+
+def test_with_truncate_a_long_input_shows_its_first_tokens_and_says_so(
+    predictor: Predictor,
+) -> None:
+    builder = PayloadBuilder(predictor, options={}, title="run", max_tokens=8, truncate=True)
+    [cut, whole] = builder.examples(
+        [(predictor.example(words(9), "<typed>:1"), words(9)), (predictor.example("a film"), "")]
+    )
+    assert cut["figures"][0]["queries"] == words(8).split()
+    assert cut["note"] == "showing the first 8 of 9 tokens (--max-tokens)"
+    assert whole["note"] is None
 
 
 def test_inputs_over_max_weights_together_are_refused(predictor: Predictor) -> None:
@@ -78,7 +92,7 @@ def test_explore_refuses_a_long_text_in_one_line_naming_the_option(
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and not page.exists()
     assert f"{MAX_TOKENS + 1:,} tokens; the explorer shows at most {MAX_TOKENS:,}" in err
-    assert "--max-tokens" in err
+    assert "(--max-tokens changes it; --truncate shows its first)" in err
     more = ["--max-tokens", str(MAX_TOKENS + 1)]
     assert main(["explore", str(text_run), text, "-o", str(page), "--threads", "1", *more]) == 0
     assert page.exists()
@@ -113,7 +127,7 @@ def test_the_server_refuses_a_long_typed_text_in_one_line(predictor: Predictor) 
         error = json.loads(refused.value.read())["error"]
         assert error == (
             "<typed>:2: 33 tokens; the explorer shows at most 32 per input "
-            "(--max-tokens changes it)"
+            "(--max-tokens changes it; --truncate shows its first)"
         )
     finally:
         httpd.shutdown()

@@ -49,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=MAX_TOKENS,
         metavar="N",
         help="most positions (tokens, frames, nodes) of one input shown; a longer input is "
-        f"refused: its maps grow with the square of its length (default {MAX_TOKENS})",
+        "refused, or with --truncate shows its first N with a note: its maps grow with the "
+        f"square of its length (default {MAX_TOKENS})",
     )
     parser.add_argument(
         "--max-weights",

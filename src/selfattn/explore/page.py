@@ -24,7 +24,9 @@ The payload (built by :mod:`selfattn.explore.payload`) is a JSON object::
                                     # self-attention", "decoder self-attention"
       "image": Image | null,        # image models: the input and its patch grid
       "spectrogram": Image | null,  # speech models: the features, frames on the x axis
-      "graph": Graph | null         # graph models: a drawing of the graph
+      "graph": Graph | null,        # graph models: a drawing of the graph
+      "note": str | null            # one line shown beside the input ("showing the first
+                                    # 512 of 4,788 tokens"); may be absent
     }
 
     Figure = {

@@ -7,10 +7,11 @@ kernel it trained with), rounded to 6 decimals; the per-head statistics come fro
 input for the page to paint the attention over.
 
 A map holds T × S weights for T queries and S keys, so an input's payload grows with the
-square of its length: an input is refused past :data:`MAX_TOKENS` positions, and one page
-or answer past :data:`MAX_WEIGHTS` weights in all (each a choice of the builder's caller,
-``selfattn explore --max-tokens / --max-weights``). Within them the payload is linear in
-the weights shown: about 9 bytes each.
+square of its length: an input is refused past :data:`MAX_TOKENS` positions (or, with
+``truncate``, shows its first ones and a note saying so), and one page or answer past
+:data:`MAX_WEIGHTS` weights in all (each a choice of the builder's caller, ``selfattn
+explore --max-tokens / --max-weights``). Within them the payload is linear in the weights
+shown: about 9 bytes each.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
+from selfattn.data.batching.lengths import slice_example
 from selfattn.data.readers.user_description import (
     AUDIO_SUFFIXES,
     IMAGE_SUFFIXES,
@@ -157,7 +159,9 @@ class PayloadBuilder:
 
     def example(self, example: Example, label: str, *, spent: int = 0) -> dict[str, Any]:
         """One input's prediction, maps, statistics and picture, when its maps fit in the
-        ``max_weights`` left after ``spent`` weights already shown.
+        ``max_weights`` left after ``spent`` weights already shown. With ``truncate`` an
+        input of more than ``max_tokens`` positions (not an image) shows its first ones,
+        and its ``note`` says so.
 
         Raises:
             ValueError: the input is too long for the model or has more than
@@ -166,12 +170,18 @@ class PayloadBuilder:
         """
         fitted = self.predictor.fit(example, truncate=self.truncate)
         name = example.source or label[:40]
+        note = None
         if len(fitted) > self.max_tokens:
             positions = _POSITIONS.get(self.description.kind, "positions")
-            raise ValueError(
-                f"{name}: {len(fitted):,} {positions}; the explorer shows at most "
-                f"{self.max_tokens:,} per input (--max-tokens changes it)"
-            )
+            counted = f"{len(fitted):,} {positions}"
+            if not self.truncate or self.description.kind == "image":
+                keep = "" if self.description.kind == "image" else "; --truncate shows its first"
+                raise ValueError(
+                    f"{name}: {counted}; the explorer shows at most {self.max_tokens:,} per "
+                    f"input (--max-tokens changes it{keep})"
+                )
+            fitted = slice_example(fitted, 0, self.max_tokens, self.predictor.spec.task)
+            note = f"showing the first {self.max_tokens:,} of {counted} (--max-tokens)"
         figures = self.predictor.attention(fitted, **self.options)
         weights = weight_count(figures)
         if spent + weights > self.max_weights:
@@ -188,6 +198,7 @@ class PayloadBuilder:
             "image": self._image(fitted, grid),
             "spectrogram": self._spectrogram(fitted, figures),
             "graph": self._graph(fitted),
+            "note": note,
         }
 
     # ------------------------------------------------------------------ parts

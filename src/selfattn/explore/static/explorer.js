@@ -161,8 +161,9 @@
     ui.exampleLabel = el("span", { id: "example-label" });
     ui.prediction = el("span", { id: "prediction" });
     const info = el("p", { id: "example-info" });
+    ui.note = el("span", { id: "example-note" }); // e.g. the input was cut to --max-tokens
     info.append(el("b", {}, "input: "), ui.exampleLabel, el("b", {}, " prediction: "),
-      ui.prediction);
+      ui.prediction, ui.note);
     ui.controls.append(ui.exampleLabelWrap, ui.figureLabelWrap, ui.layerSelect, ui.headSelect,
       info);
 
@@ -287,6 +288,8 @@
     fillSelect(ui.headSelect, heads, state.head);
     ui.exampleLabel.textContent = example.label;
     ui.prediction.textContent = example.prediction;
+    ui.note.textContent = example.note || "";
+    ui.note.hidden = !example.note;
     // seq2seq: the decoded output beside the head view.
     ui.output.hidden = state.payload.task !== "seq2seq";
     ui.output.replaceChildren(el("h3", {}, "decoded output"), el("p", {}, example.prediction));
