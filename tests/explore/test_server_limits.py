@@ -96,6 +96,12 @@ def test_content_lengths_that_are_not_digits_are_refused(served: Served, value: 
     assert status == 400 and "is not one byte count" in reply["error"]
 
 
+def test_spaces_around_a_content_length_are_allowed(served: Served) -> None:
+    kind, body = form("a film")
+    status, _ = exchange(served.port, head(kind, f"Content-Length:  {len(body)} \t") + body)
+    assert status == 200
+
+
 def test_two_different_content_lengths_are_refused(served: Served) -> None:
     kind, body = form("a film")
     lengths = [f"Content-Length: {len(body)}", f"Content-Length: {len(body) + 1}"]

@@ -70,7 +70,7 @@ def content_length(headers: Message, limit: int) -> int:
             "POST /maps needs a Content-Length; chunked bodies are not taken",
             HTTPStatus.LENGTH_REQUIRED,
         )
-    values = headers.get_all("Content-Length") or []
+    values = [value.strip(" \t") for value in headers.get_all("Content-Length") or []]
     if not values:
         raise BadInput("POST /maps needs a Content-Length", HTTPStatus.LENGTH_REQUIRED)
     if len(set(values)) > 1 or not _DIGITS.fullmatch(values[0]):

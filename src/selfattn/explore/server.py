@@ -102,10 +102,9 @@ class Explorer:
 
     def _shown(self, inputs: list[tuple[Example, str]], deadline: float) -> list[dict[str, Any]]:
         """The payload examples of read inputs: the model's part, one request at a time."""
-        if not self._lock.acquire(timeout=max(0.0, min(deadline - time.monotonic(), 1e6))):
-            raise BadInput(
-                "the explorer was busy with other inputs", HTTPStatus.SERVICE_UNAVAILABLE
-            )
+        left = deadline - time.monotonic()
+        if left <= 0 or not self._lock.acquire(timeout=min(left, threading.TIMEOUT_MAX)):
+            raise BadInput("no time left to explore the input", HTTPStatus.SERVICE_UNAVAILABLE)
         try:
             return self.builder.examples(inputs)
         finally:
