@@ -36,6 +36,7 @@ from selfattn.train.run_dir import (
     claim_run_dir,
     truncate_metrics,
 )
+from selfattn.train.state_fit import optimizer_misfit, weights_misfit
 
 #: ``epoch → batches``, see :mod:`selfattn.train.loop`.
 TrainBatches = Callable[[int], Iterable[Any]]
@@ -215,7 +216,20 @@ def restore(
     dist: Distributed,
     run_dir: Path,
 ) -> list[dict[str, Any]]:
-    """Put the run back as ``checkpoint`` left it; returns the metrics lines kept."""
+    """Put the run back as ``checkpoint`` left it; returns the metrics lines kept.
+
+    Raises:
+        ValueError: weights or optimizer state of another shape than the model's (one
+            line naming the first tensor that differs), before anything is loaded.
+    """
+    misfit = weights_misfit(parts.model, checkpoint.model_state)
+    if misfit is None and checkpoint.optimizer_state is not None:
+        misfit = optimizer_misfit(parts.model, parts.optimizer, checkpoint.optimizer_state)
+    if misfit is not None:
+        raise ValueError(
+            f"{checkpoint.directory}: the stored state does not fit the model its "
+            f"configuration describes ({misfit}); resume with the run that wrote it"
+        )
     dist.load(parts.model, parts.optimizer, checkpoint.model_state, checkpoint.optimizer_state)
     if checkpoint.scheduler_state is not None:
         parts.scheduler.load_state_dict(checkpoint.scheduler_state)
