@@ -34,6 +34,7 @@ from selfattn.train.run_dir import (
     check_compatible,
     checkpoint_to_resume,
     claim_run_dir,
+    make_run_dir,
     truncate_metrics,
 )
 from selfattn.train.state_fit import optimizer_misfit, weights_misfit
@@ -139,17 +140,18 @@ def start_run(
 
 def claim(run_dir: Path, dist: Distributed, *, fresh: bool, overwrite: bool) -> None:
     """Create ``run_dir`` and, for a ``fresh`` run, claim it (rank 0; its refusal is
-    every rank's)."""
+    every rank's): a run folder that is a file or cannot be written is refused in one
+    line before anything is built."""
     refusal = None
     if dist.is_main():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if fresh:
-            try:
+        try:
+            make_run_dir(run_dir)
+            if fresh:
                 claim_run_dir(run_dir, overwrite)
-            except ValueError as error:
-                if dist.size == 1:
-                    raise
-                refusal = str(error)
+        except ValueError as error:
+            if dist.size == 1:
+                raise
+            refusal = str(error)
     dist.settle(refusal)
 
 

@@ -1,0 +1,86 @@
+"""A user's path that cannot be used (a run folder that is a file or not writable, an
+export target, a dataset that is a folder or a device, an @FILE that is not UTF-8) is one
+line naming it, exit 2; a bad ``--set`` or config section is blamed on where it was
+written; Ctrl-C before training says what became of the run, exit 130."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from selfattn.cli import model_cmds
+
+from ..helpers_cli import one_line_error
+from ..tiny_runs import train_config, write_reviews, write_tiny_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("paths")
+    return write_tiny_config(folder, write_reviews(folder / "reviews.csv"))
+
+
+@pytest.fixture(scope="module")
+def trained(config: Path) -> Path:
+    """The run folder of ``config``, trained one epoch."""
+    assert train_config(config, config.parent / "run") == 0
+    return config.parent / "run"
+
+
+def _train(config: Path, *settings: str) -> list[str]:
+    flags = [part for setting in settings for part in ("--set", setting)]
+    return ["train", str(config), "--no-progress", *flags]
+
+
+# ------------------------------------------------------------------ run folders
+
+
+def test_a_run_dir_that_is_a_file_is_named(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    err = one_line_error(capsys, _train(config, f"run_dir={taken}"))
+    assert err.startswith("selfattn train: error: ") and str(taken) in err
+    assert "not a folder" in err, err
+    below = taken / "run"  # a folder to create inside the file
+    err = one_line_error(capsys, _train(config, f"run_dir={below}"))
+    assert str(below) in err or str(taken) in err, err
+
+
+@pytest.mark.skipif(AS_ROOT, reason="root writes into a read-only folder")
+def test_a_run_dir_that_is_not_writable_is_named(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        for run_dir in (locked, locked / "run"):
+            err = one_line_error(capsys, _train(config, f"run_dir={run_dir}"))
+            assert str(locked) in err and "ermission denied" in err, err
+    finally:
+        locked.chmod(stat.S_IRWXU)
+
+
+def test_an_os_error_on_a_users_path_is_one_line(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """Where no check comes first, an OSError that names a path still ends in one line
+    naming it (a permission refused to root too: a read-only mount, a full disk)."""
+    victim = tmp_path / "somewhere"
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(victim))
+
+    monkeypatch.setattr(model_cmds, "run", refuse)
+    err = one_line_error(capsys, _train(config))
+    assert err == f"selfattn train: error: {victim}: Permission denied"
