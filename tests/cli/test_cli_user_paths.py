@@ -84,3 +84,16 @@ def test_an_os_error_on_a_users_path_is_one_line(
     monkeypatch.setattr(model_cmds, "run", refuse)
     err = one_line_error(capsys, _train(config))
     assert err == f"selfattn train: error: {victim}: Permission denied"
+
+
+# ------------------------------------------------------------------ export
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux's /sys")
+def test_an_export_target_that_cannot_be_written_is_named(
+    trained: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = Path("/sys/selfattn-export.onnx")
+    err = one_line_error(capsys, ["export", str(trained), "--format", "onnx", "-o", str(target)])
+    assert str(target) in err and "cannot write" in err, err
+    assert "cannot be exported" not in err, err
