@@ -97,3 +97,30 @@ def test_an_export_target_that_cannot_be_written_is_named(
     err = one_line_error(capsys, ["export", str(trained), "--format", "onnx", "-o", str(target)])
     assert str(target) in err and "cannot write" in err, err
     assert "cannot be exported" not in err, err
+
+
+# ------------------------------------------------------------------ --set and TOML
+
+
+def test_a_bad_set_is_blamed_on_itself_not_on_an_earlier_one(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = one_line_error(capsys, _train(config, "train.epochs=1", "train.epochs=abc"))
+    assert err.endswith("(from --set train.epochs=abc)"), err
+    err = one_line_error(capsys, _train(config, "train.epochs=0", "train.epochs=abc"))
+    assert err.endswith("(from --set train.epochs=abc)"), err
+
+
+def test_a_bad_file_value_is_blamed_on_the_file_not_on_a_set(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[bogus]\nx = 1\n" + config.read_text(), encoding="utf-8")
+    err = one_line_error(capsys, _train(bad, f"run_dir={tmp_path / 'run'}", "train.lr=0.1"))
+    assert f"{bad}: unknown config section(s) bogus" in err and "--set" not in err, err
+    zero = tmp_path / "zero.toml"
+    zero.write_text(config.read_text().replace("epochs = 1", "epochs = 0"), encoding="utf-8")
+    err = one_line_error(capsys, _train(zero, "train.epochs_typo=3"))
+    assert "--set train.epochs_typo=3" in err, err  # the unknown key is the --set's
+    err = one_line_error(capsys, _train(zero, "train.lr=0.1"))
+    assert err.startswith(f"selfattn train: error: {zero}: train.epochs must"), err
