@@ -124,3 +124,25 @@ def test_a_bad_file_value_is_blamed_on_the_file_not_on_a_set(
     assert "--set train.epochs_typo=3" in err, err  # the unknown key is the --set's
     err = one_line_error(capsys, _train(zero, "train.lr=0.1"))
     assert err.startswith(f"selfattn train: error: {zero}: train.epochs must"), err
+
+
+# ------------------------------------------------------------------ data files
+
+
+def test_a_dataset_that_is_a_folder_or_a_device_says_so(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = one_line_error(capsys, _train(config, f"data.dataset={tmp_path}"))
+    assert str(tmp_path) in err and "a folder" in err and "no such file" not in err, err
+    if Path("/dev/null").exists():
+        err = one_line_error(capsys, _train(config, "data.dataset=/dev/null"))
+        assert "/dev/null" in err and "not a regular file" in err, err
+
+
+def test_an_input_file_that_is_not_utf8_is_named(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = tmp_path / "inputs.txt"
+    inputs.write_bytes(b"a warm film\na \xff great film\n")
+    err = one_line_error(capsys, ["predict", str(trained), f"@{inputs}"])
+    assert f"{inputs}:2" in err and "UTF-8" in err and "byte 14" in err, err
