@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from selfattn.cli import model_cmds
+from selfattn.cli.main import main
 
 from ..helpers_cli import one_line_error
 from ..tiny_runs import train_config, write_reviews, write_tiny_config
@@ -146,3 +147,33 @@ def test_an_input_file_that_is_not_utf8_is_named(
     inputs.write_bytes(b"a warm film\na \xff great film\n")
     err = one_line_error(capsys, ["predict", str(trained), f"@{inputs}"])
     assert f"{inputs}:2" in err and "UTF-8" in err and "byte 14" in err, err
+
+
+# ------------------------------------------------------------------ Ctrl-C
+
+
+def test_ctrl_c_while_starting_says_nothing_was_trained(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_cmds, "run", interrupted)
+    assert main(_train(config, f"run_dir={tmp_path / 'run'}")) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("selfattn train: interrupted") and "nothing" in err, err
+    assert "\n" not in err
+
+
+def test_ctrl_c_while_resuming_gives_the_resume_command(
+    config: Path, trained: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_cmds, "run", interrupted)
+    argv = [*_train(config, f"run_dir={trained}", "train.epochs=2"), "--resume"]
+    assert main(argv) == 130
+    first, second = capsys.readouterr().err.strip().split("\n")
+    assert first.startswith("selfattn train: interrupted") and str(trained / "last") in first
+    assert second.startswith("continue with: selfattn train") and second.endswith("--resume")

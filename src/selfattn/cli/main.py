@@ -115,7 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; a user's mistake, or an OS error on a path the user gave (a run folder
     that cannot be written, an export target, a data file), is one line on stderr and
     exit status 2, no traceback, and a warning one line too (``selfattn train: warning:
-    …``, not Python's file, line number and source line)."""
+    …``, not Python's file, line number and source line); Ctrl-C is one line and exit
+    status 130."""
     args = build_parser().parse_args(argv)
     previous = warnings.formatwarning
     warnings.formatwarning = _one_line_warning(args.command)
@@ -135,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as interrupt:
         # Ctrl-C: one line, no traceback. The training loop saves a checkpoint first and
         # says so in the exception's message (selfattn.train.loop.TrainingInterrupted).
-        print(f"selfattn {args.command}: {interrupt or 'interrupted'}", file=sys.stderr)
+        print(f"selfattn {args.command}: {str(interrupt) or 'interrupted'}", file=sys.stderr)
         if args.command == "train" and getattr(interrupt, "checkpoint", None) is not None:
             print(f"continue with: {resume_command(args)}", file=sys.stderr)
         return 130
