@@ -112,9 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; a user's mistake is one line on stderr and exit status 2, no traceback,
-    and a warning one line too (``selfattn train: warning: …``, not Python's file, line
-    number and source line)."""
+    """Entry point; a user's mistake, or an OS error on a path the user gave (a run folder
+    that cannot be written, an export target, a data file), is one line on stderr and
+    exit status 2, no traceback, and a warning one line too (``selfattn train: warning:
+    …``, not Python's file, line number and source line); Ctrl-C is one line and exit
+    status 130."""
     args = build_parser().parse_args(argv)
     previous = warnings.formatwarning
     warnings.formatwarning = _one_line_warning(args.command)
@@ -122,18 +124,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "threads" in vars(args):
             apply_threads(args)
         return int(args.run(args))
-    except (ValueError, FileNotFoundError) as error:
+    except ValueError as error:
         print(f"selfattn {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        line = os_error_line(error)
+        if line is None:  # no path of the user's in it: a bug to see whole
+            raise
+        print(f"selfattn {args.command}: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interrupt:
         # Ctrl-C: one line, no traceback. The training loop saves a checkpoint first and
         # says so in the exception's message (selfattn.train.loop.TrainingInterrupted).
-        print(f"selfattn {args.command}: {interrupt or 'interrupted'}", file=sys.stderr)
+        print(f"selfattn {args.command}: {str(interrupt) or 'interrupted'}", file=sys.stderr)
         if args.command == "train" and getattr(interrupt, "checkpoint", None) is not None:
             print(f"continue with: {resume_command(args)}", file=sys.stderr)
         return 130
     finally:
         warnings.formatwarning = previous
+
+
+def os_error_line(error: OSError) -> str | None:
+    """An OSError on a path as one line, ``PATH: reason`` (``PATH -> PATH2: reason`` for a
+    rename or link); a FileNotFoundError raised with a message of its own, that message;
+    ``None`` for an OSError that names no path."""
+    if error.filename is not None:
+        paths = str(error.filename)
+        if error.filename2 is not None:
+            paths += f" -> {error.filename2}"
+        return f"{paths}: {error.strerror or error}"
+    if isinstance(error, FileNotFoundError):
+        return str(error)
+    return None
 
 
 def _one_line_warning(command: str) -> Callable[..., str]:

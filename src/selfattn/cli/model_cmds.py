@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from selfattn.messages import plural
 from selfattn.tasks import Predictor, run
 from selfattn.tasks.run import batches_per_epoch, prepare
 from selfattn.train import distributed
-from selfattn.train.loop import TrainResult
+from selfattn.train.checkpoint import MANIFEST
+from selfattn.train.loop import TrainingInterrupted, TrainResult
 from selfattn.viz import plot_attention
 
 INPUT_HELP = (
@@ -99,13 +101,19 @@ def run_train(args: argparse.Namespace) -> int:
     if not main_rank:  # under torchrun, rank 0 alone reports
         return run_quietly(args)
     config = load_config(args.config, args.overrides)
-    result, prepared = run(
-        config,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-        log=print,
-    )
+    began = time.time()
+    try:
+        result, prepared = run(
+            config,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+            log=print,
+        )
+    except TrainingInterrupted:
+        raise
+    except KeyboardInterrupt:  # before the loop could save: say what became of the run
+        raise interrupted_early(config.run_dir, resumable=args.resume, since=began) from None
     splits = prepared.splits
     print(
         f"{splits.name}: {len(splits.train)} train / {len(splits.dev)} dev / "
@@ -118,6 +126,21 @@ def run_train(args: argparse.Namespace) -> int:
         print(summary)
     print(f"checkpoints: {result.run_dir / 'best'}  {result.run_dir / 'last'}")
     return 0
+
+
+def interrupted_early(run_dir: Path, *, resumable: bool, since: float) -> KeyboardInterrupt:
+    """What Ctrl-C says when it stops a run before the loop saved a checkpoint (while the
+    data is read, the model built, the run folder claimed, or in the first steps): the
+    checkpoint to go on from, when ``run_dir/last`` holds this run's (it was being
+    ``resumable`` resumed, or this process saved it after ``since``), else that nothing
+    was saved."""
+    last = run_dir / "last"
+    manifest = last / MANIFEST
+    if manifest.is_file() and (resumable or manifest.stat().st_mtime >= since):
+        return TrainingInterrupted(
+            f"interrupted before training went on; the last checkpoint is in {last}", last
+        )
+    return KeyboardInterrupt("interrupted before the run saved a checkpoint; nothing to resume")
 
 
 def run_quietly(args: argparse.Namespace) -> int:

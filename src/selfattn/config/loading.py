@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import tomllib
 import types
 import typing
@@ -38,6 +39,8 @@ SECTIONS: dict[str, type] = {
     "seq2seq": Seq2SeqConfig,
 }
 _TOP_LEVEL = ("run_dir",)
+#: ``section.field`` as the validation errors name a field.
+_FIELD_NAMES = re.compile(rf"\b(?:{'|'.join(SECTIONS)})\.\w+\b")
 
 
 def load_config(path: Path, overrides: list[str] | None = None) -> Config:
@@ -64,17 +67,28 @@ def load_config(path: Path, overrides: list[str] | None = None) -> Config:
     except OSError as error:
         raise ValueError(f"cannot read config {path}: {error.strerror}") from None
     values.setdefault("run_dir", str(Path("runs") / path.stem))
+    set_by: dict[str, str] = {}  # a field → the --set that gave its value (the last one)
     for override in overrides or []:
         apply_override(values, override)
+        set_by[override.partition("=")[0].strip()] = override
     try:
         return config_from_dict(values)
     except ValueError as error:
-        # Say where the bad value was written: an override that names the field, else the file.
-        for override in overrides or []:
-            key = override.partition("=")[0].strip()
-            if key and key in str(error):
-                raise ValueError(f"{error} (from --set {override})") from None
+        # Say where the bad value was written: the --set of a field the error names, else
+        # the file.
+        culprit = _written_by(str(error), set_by)
+        if culprit is not None:
+            raise ValueError(f"{error} (from --set {culprit})") from None
         raise ValueError(f"{path}: {error}") from None
+
+
+def _written_by(message: str, set_by: Mapping[str, str]) -> str | None:
+    """The ``--set`` that gave the value of a field ``message`` names (the first such
+    field), or ``None`` if each field it names comes from the file."""
+    named = _FIELD_NAMES.findall(message)
+    if message.startswith(_TOP_LEVEL):
+        named.insert(0, message.split(":")[0].split()[0])
+    return next((set_by[name] for name in named if name in set_by), None)
 
 
 def apply_override(values: dict[str, Any], override: str) -> None:

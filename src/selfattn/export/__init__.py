@@ -7,6 +7,7 @@ wrote pos.onnx (onnx, opset 18): inputs token_ids (batch, length), padding_mask 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from selfattn.export.exporters import FILE_FORMATS, TOLERANCE, export_run, refusal
@@ -39,15 +40,19 @@ def export(run_dir: str | Path, fmt: str, out: str | Path) -> str:
         out: the file (or, for ``hf``, the folder) to write; its folder must exist.
 
     Raises:
-        ValueError: an unknown format, a missing output folder, a RUN that is not a run
-            folder, a model that cannot be exported in this format (one line: why), or an
-            export that does not match the PyTorch model.
+        ValueError: an unknown format, a missing output folder, an output that cannot be
+            written (checked before the model is loaded), a RUN that is not a run folder,
+            a model that cannot be exported in this format (one line: why), or an export
+            that does not match the PyTorch model.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     path = Path(out)
     if not path.parent.is_dir():
         raise ValueError(f"{path}: its folder {path.parent} does not exist")
+    if fmt != "hf" and path.is_dir():
+        raise ValueError(f"{path}: is a folder; give the file to write")
+    check_writable(path, folder=fmt == "hf")
     from selfattn.tasks import Predictor  # the whole pipeline: only when exporting
 
     predictor = Predictor(run_dir)
@@ -65,6 +70,23 @@ def export(run_dir: str | Path, fmt: str, out: str | Path) -> str:
         export_hf(bert, path, tokenizer)
         written = "config.json, model.safetensors" + (", tokenizer.json" if tokenizer else "")
         return f"wrote {path} (hf: {written}); load it with transformers.BertModel"
-    if path.is_dir():
-        raise ValueError(f"{path}: is a folder; give the file to write")
     return export_run(model, task, predictor.spec.max_len, fmt, path)
+
+
+def check_writable(path: Path, *, folder: bool) -> None:
+    """Refuse in one line naming ``path`` an output that cannot be written: a file that
+    cannot be opened for writing (tried, and removed again if it was not there), or a
+    ``folder`` whose parent (or itself, if it exists) is not writable."""
+    if folder:
+        where = path if path.exists() else path.parent
+        if not os.access(where, os.W_OK | os.X_OK):
+            raise ValueError(f"{path}: cannot write ({where}: Permission denied)")
+        return
+    existed = path.exists()
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as error:
+        raise ValueError(f"{path}: cannot write ({error.strerror})") from None
+    if not existed:
+        path.unlink()

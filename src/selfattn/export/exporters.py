@@ -309,6 +309,8 @@ def export_run(model: nn.Module, task: Any, max_len: int, fmt: str, path: Path) 
     try:
         run, facts = export_file(exportable, fmt, path, lengths)
     except Exception as error:  # the tracer's errors are many kinds; say its first words
+        if isinstance(error, OSError) and error.filename is not None:  # a file, not the model
+            raise ValueError(f"{error.filename}: cannot write ({error.strerror})") from None
         first = " ".join(str(error).split())[:300]
         raise ValueError(f"this model cannot be exported as {fmt}: {first}") from None
     try:

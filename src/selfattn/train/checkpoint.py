@@ -46,6 +46,7 @@ import selfattn
 from selfattn.config import Config, config_from_dict, config_to_dict
 from selfattn.models.spec import TaskSpec
 from selfattn.train.rng import get_rng_state
+from selfattn.train.state_fit import weights_misfit
 
 #: Bumped whenever the layout or the meaning of a stored field changes.
 FORMAT_VERSION = 1
@@ -256,19 +257,20 @@ def load_model(
     makes the empty model the weights are loaded into.
 
     Raises:
-        ValueError: as :func:`load_checkpoint`, or the checkpoint has no task spec.
+        ValueError: as :func:`load_checkpoint`, or the checkpoint has no task spec, or
+            its weights do not fit the model it describes (the first tensor that differs).
     """
     checkpoint = load_checkpoint(directory, map_location=map_location)
     if checkpoint.spec is None:
         raise ValueError(f"{directory}: the checkpoint has no task spec to rebuild the model")
     model = build(checkpoint.config, checkpoint.spec)
-    try:
-        model.load_state_dict(checkpoint.model_state)
-    except RuntimeError as error:  # missing, unexpected or misshapen tensors
+    misfit = weights_misfit(model, checkpoint.model_state)
+    if misfit is not None:
         raise ValueError(
             f"{directory}: the stored weights do not fit the model its configuration "
-            f"describes ({_reason(error)})"
-        ) from None
+            f"describes ({misfit})"
+        )
+    model.load_state_dict(checkpoint.model_state)
     return model.to(map_location).eval(), checkpoint
 
 

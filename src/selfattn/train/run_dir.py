@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import warnings
@@ -34,6 +35,31 @@ HARMLESS_CHANGES = (
     "train.distributed_timeout",
 )
 _EPOCH_FOLDER = re.compile(r"^epoch-(\d+)$")
+
+
+def make_run_dir(run_dir: Path) -> None:
+    """Create ``run_dir`` (and its parents) if needed, and check that it can be written.
+
+    Raises:
+        ValueError: one line naming the path: ``run_dir`` or a folder above it is a file,
+            or it cannot be created or written (permissions, a read-only filesystem).
+    """
+    blocker = next((p for p in (run_dir, *run_dir.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ValueError(
+            f"run_dir {run_dir}: {blocker} is a file, not a folder; choose another run_dir"
+        )
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(
+            f"run_dir {run_dir}: cannot create it ({error.filename}: {error.strerror})"
+        ) from None
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"run_dir {run_dir}: cannot write into it ({run_dir}: Permission denied); "
+            "choose another run_dir"
+        )
 
 
 def claim_run_dir(run_dir: Path, overwrite: bool) -> None:

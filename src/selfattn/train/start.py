@@ -34,8 +34,10 @@ from selfattn.train.run_dir import (
     check_compatible,
     checkpoint_to_resume,
     claim_run_dir,
+    make_run_dir,
     truncate_metrics,
 )
+from selfattn.train.state_fit import optimizer_misfit, weights_misfit
 
 #: ``epoch → batches``, see :mod:`selfattn.train.loop`.
 TrainBatches = Callable[[int], Iterable[Any]]
@@ -138,17 +140,18 @@ def start_run(
 
 def claim(run_dir: Path, dist: Distributed, *, fresh: bool, overwrite: bool) -> None:
     """Create ``run_dir`` and, for a ``fresh`` run, claim it (rank 0; its refusal is
-    every rank's)."""
+    every rank's): a run folder that is a file or cannot be written is refused in one
+    line before anything is built."""
     refusal = None
     if dist.is_main():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if fresh:
-            try:
+        try:
+            make_run_dir(run_dir)
+            if fresh:
                 claim_run_dir(run_dir, overwrite)
-            except ValueError as error:
-                if dist.size == 1:
-                    raise
-                refusal = str(error)
+        except ValueError as error:
+            if dist.size == 1:
+                raise
+            refusal = str(error)
     dist.settle(refusal)
 
 
@@ -215,7 +218,20 @@ def restore(
     dist: Distributed,
     run_dir: Path,
 ) -> list[dict[str, Any]]:
-    """Put the run back as ``checkpoint`` left it; returns the metrics lines kept."""
+    """Put the run back as ``checkpoint`` left it; returns the metrics lines kept.
+
+    Raises:
+        ValueError: weights or optimizer state of another shape than the model's (one
+            line naming the first tensor that differs), before anything is loaded.
+    """
+    misfit = weights_misfit(parts.model, checkpoint.model_state)
+    if misfit is None and checkpoint.optimizer_state is not None:
+        misfit = optimizer_misfit(parts.model, parts.optimizer, checkpoint.optimizer_state)
+    if misfit is not None:
+        raise ValueError(
+            f"{checkpoint.directory}: the stored state does not fit the model its "
+            f"configuration describes ({misfit}); resume with the run that wrote it"
+        )
     dist.load(parts.model, parts.optimizer, checkpoint.model_state, checkpoint.optimizer_state)
     if checkpoint.scheduler_state is not None:
         parts.scheduler.load_state_dict(checkpoint.scheduler_state)

@@ -34,6 +34,7 @@ from selfattn.data.readers.stories import is_story_file, read_stories
 from selfattn.data.readers.wav_csv import is_wav_csv, read_wav_csv
 from selfattn.data.recipes import RECIPES
 from selfattn.data.types import DataError, DatasetSplits, Example, InputKind, TaskType
+from selfattn.messages import not_a_file
 
 _READERS: dict[str, Callable[[Path], list[Example]]] = {
     ".txt": read_tagged,
@@ -152,8 +153,13 @@ def _read_user_file(
         path = path / "labels.csv"  # a folder of WAV files with its labels.csv
     elif path.is_dir() and (path / PHONE_CSV_NAME).is_file():
         path = path / PHONE_CSV_NAME  # a folder of WAV files with frame labels
+    if path.is_dir():
+        raise DataError(
+            f"{path}: a folder, not a data file (a folder of WAV files holds labels.csv "
+            f"or {PHONE_CSV_NAME})"
+        )
     if not path.is_file():
-        raise DataError(f"{path}: no such file")
+        raise DataError(f"{path}: {not_a_file(path)}")
     suffix = path.suffix.lower()
     if suffix == ".csv" and is_phone_csv(path):
         if task not in (None, "token"):
