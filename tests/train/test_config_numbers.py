@@ -7,6 +7,7 @@ import dataclasses
 import re
 import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,14 +17,14 @@ from selfattn.config.sequence_fields import SEQUENCE_DEFAULTS
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "karate.toml"
 
 
-def _float_fields() -> list[tuple[str, str]]:
+def _float_fields() -> list[Any]:
     """``(section, field)`` for every field that holds a float, walked from the sections."""
     found = []
     for section, cls in SECTIONS.items():
         hints = typing.get_type_hints(cls)
         for item in dataclasses.fields(cls):
             if float in (typing.get_args(hints[item.name]) or (hints[item.name],)):
-                found.append((section, item.name))
+                found.append(pytest.param(section, item.name, id=f"{section}.{item.name}"))
     return found
 
 
@@ -34,7 +35,7 @@ def _reaching(section: str, name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
-@pytest.mark.parametrize(("section", "name"), _float_fields(), ids=".".join)
+@pytest.mark.parametrize(("section", "name"), _float_fields())
 def test_every_float_field_refuses_what_is_not_finite(section: str, name: str, value: str) -> None:
     override = f"{section}.{name}={value}"
     with pytest.raises(ValueError) as info:
