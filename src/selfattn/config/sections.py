@@ -21,6 +21,7 @@ Strategy = Literal["ddp", "fsdp"]
 ObjectiveName = Literal["mle", "mrt", "reinforce"]
 CandidatesName = Literal["sample", "beam", "both"]
 CostName = Literal["auto", "bleu", "token_error"]
+NanPolicy = Literal["stop", "skip"]
 
 #: The highest ``train.lr``: AdamW moves every weight by about ``lr`` per step, so a rate
 #: above 1 is already a mistake; the bound only keeps typos such as ``1e4`` out.
@@ -167,6 +168,16 @@ class TrainConfig:
         mrt_alpha: α > 0 of MRT's distribution Q(y) ∝ p(y|x)^α over the candidates.
         mrt_reference: MRT also puts the reference among the candidates.
         mle_weight: weight of the usual MLE loss added to the sequence-level one.
+        nan_policy: what a training step whose loss is nan or ±inf gets: ``stop`` ends
+            the run in one line naming the epoch and step (exit status 2; ``last`` keeps
+            the latest checkpoint, from before that step, and ``--resume`` goes on from
+            it); ``skip`` skips that step's update (it still counts as a step of the
+            schedule), counts the skipped steps in each epoch's line
+            (``skipped_steps``) and stops after
+            :data:`~selfattn.train.stop_rules.SKIPS_IN_A_ROW` (10) in a row. ``skip``
+            reads each step's loss before its update, which on a GPU waits for the step.
+            Either way a dev loss or weights that are not finite stop the run and are
+            never saved.
     """
 
     epochs: int = 10
@@ -199,6 +210,7 @@ class TrainConfig:
     mrt_alpha: float = 5e-3
     mrt_reference: bool = False
     mle_weight: float = 0.0
+    nan_policy: NanPolicy = "stop"
 
     def __post_init__(self) -> None:
         check_sequence_fields(self)

@@ -1,6 +1,7 @@
 """When training stops before ``train.epochs``: early stopping (``train.patience``), a step
-count (``train.max_steps``), a wall-clock budget (``train.max_minutes``), and Ctrl-C or
-SIGTERM (:class:`TrainingInterrupted`).
+count (``train.max_steps``), a wall-clock budget (``train.max_minutes``), Ctrl-C or
+SIGTERM (:class:`TrainingInterrupted`), and a loss, dev loss or weights that are not
+finite (:class:`NotFinite`, ``train.nan_policy``).
 
 The rules are plain functions of the loop's state and of the times the loop reads from
 its one clock, so that they are tested without training.
@@ -8,6 +9,7 @@ its one clock, so that they are tested without training.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from selfattn.train.loop_state import LoopState
@@ -23,6 +25,31 @@ class TrainingInterrupted(KeyboardInterrupt):
     def __init__(self, message: str, checkpoint: Path) -> None:
         super().__init__(message)
         self.checkpoint = checkpoint
+
+
+#: ``train.nan_policy = "skip"``: this many skipped steps in a row stop the run anyway (the
+#: weights themselves have most likely gone bad, and every later step would be skipped).
+SKIPS_IN_A_ROW = 10
+
+
+class NotFinite(ValueError):
+    """A training loss, a dev metric or the weights are nan or ±inf: the run stops, and
+    nothing computed after the latest checkpoint of ``last`` is saved."""
+
+
+def not_finite_message(what: str, where: str, saved: str | None, run_dir: Path, lr: float) -> str:
+    """The one line a :class:`NotFinite` says: ``what`` went wrong ``where``, what the run
+    folder keeps (``saved``: the position of the latest ``last``, ``None``: nothing) and
+    what to change."""
+    kept = (
+        f"--resume goes on from {saved} ({run_dir / 'last'})"
+        if saved is not None
+        else "nothing was saved"
+    )
+    return (
+        f"{what} {where}; training stopped and {kept}; lower train.lr (it is {lr:g}) or "
+        'set train.grad_clip, or skip such steps with train.nan_policy = "skip"'
+    )
 
 
 class OutOfTime(Exception):
@@ -44,9 +71,11 @@ def record_epoch(
     """Count the epoch just finished in ``state``: its best epoch, the epochs since, and
     whether ``patience`` epochs without a better score end the run. The score is the
     :func:`selection_score` of the ``dev`` metrics, without a dev set minus the
-    ``train_loss``; ties keep the earlier epoch."""
+    ``train_loss``; ties keep the earlier epoch, and a score that is not finite never
+    becomes the best."""
     score = selection_score(dev) if dev is not None else -train_loss
-    improved = state.best_score is None or score > state.best_score
+    # A score that is not finite is never the best (nan compares false, -inf is no score).
+    improved = math.isfinite(score) and (state.best_score is None or score > state.best_score)
     state.epoch += 1
     if improved:
         state.best_score, state.best_epoch, state.bad_epochs = score, state.epoch, 0
