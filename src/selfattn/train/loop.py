@@ -450,7 +450,7 @@ class Trainer:
     def _not_finite(self, what: str, where: str) -> None:
         """Stop the run: ``what`` is nan or ±inf ``where``; nothing of it is saved."""
         message = not_finite_message(
-            what, where, self._saves.saved, self.run_dir, self.config.train.lr
+            what, where, self._saves.saved, self.run_dir, self.config.train
         )
         raise NotFinite(message)
 

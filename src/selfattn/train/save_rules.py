@@ -114,9 +114,8 @@ class Saves:
         (bad,) = self.dist.agree(not weights_are_finite(parts.model))
         if bad:
             where = f"after epoch {state.epoch}" if state.batch == 0 else f"at {state.position()}"
-            lr = self.config.train.lr
             message = not_finite_message(
-                "the weights are not finite", where, self.saved, self.run_dir, lr
+                "the weights are not finite", where, self.saved, self.run_dir, self.config.train
             )
             raise NotFinite(message)
 

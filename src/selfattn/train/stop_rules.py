@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from selfattn.config import TrainConfig
 from selfattn.train.loop_state import LoopState
 
 
@@ -37,19 +38,24 @@ class NotFinite(ValueError):
     nothing computed after the latest checkpoint of ``last`` is saved."""
 
 
-def not_finite_message(what: str, where: str, saved: str | None, run_dir: Path, lr: float) -> str:
+def not_finite_message(
+    what: str, where: str, saved: str | None, run_dir: Path, train: TrainConfig
+) -> str:
     """The one line a :class:`NotFinite` says: ``what`` went wrong ``where``, what the run
     folder keeps (``saved``: the position of the latest ``last``, ``None``: nothing) and
-    what to change."""
+    what in ``train`` to change."""
     kept = (
         f"--resume goes on from {saved} ({run_dir / 'last'})"
         if saved is not None
         else "nothing was saved"
     )
-    return (
-        f"{what} {where}; training stopped and {kept}; lower train.lr (it is {lr:g}) or "
-        'set train.grad_clip, or skip such steps with train.nan_policy = "skip"'
-    )
+    changes = [f"lower train.lr (it is {train.lr:g})"]
+    if train.grad_clip is None:
+        changes.append("set train.grad_clip")
+    if train.nan_policy == "stop" and what.startswith("the training loss"):
+        changes.append('skip such steps with train.nan_policy = "skip"')
+    advice = ", ".join(changes[:-1]) + " or " + changes[-1] if len(changes) > 1 else changes[0]
+    return f"{what} {where}; training stopped and {kept}; {advice}"
 
 
 class OutOfTime(Exception):
