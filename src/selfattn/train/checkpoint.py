@@ -256,11 +256,25 @@ def load_model(
     makes the empty model the weights are loaded into.
 
     Raises:
-        ValueError: as :func:`load_checkpoint`, or the checkpoint has no task spec.
+        ValueError: as :func:`load_checkpoint`, the checkpoint has no task spec, or its
+            weights hold nan or ±inf (a model that would answer nan).
     """
     checkpoint = load_checkpoint(directory, map_location=map_location)
     if checkpoint.spec is None:
         raise ValueError(f"{directory}: the checkpoint has no task spec to rebuild the model")
+    bad = next(
+        (
+            name
+            for name, tensor in checkpoint.model_state.items()
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+        ),
+        None,
+    )
+    if bad is not None:
+        raise ValueError(
+            f"{directory}: the stored weights hold nan or inf ({bad}): the run trained to "
+            "nan; train it again with a lower train.lr, or use another checkpoint"
+        )
     model = build(checkpoint.config, checkpoint.spec)
     try:
         model.load_state_dict(checkpoint.model_state)
