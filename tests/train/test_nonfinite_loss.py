@@ -153,3 +153,20 @@ def test_the_cli_stops_with_one_line_and_exit_2(
     assert err[-1].startswith(
         "selfattn train: error: the training loss is nan at epoch 1, step 2 of "
     ), err
+
+
+def test_a_loss_that_is_not_finite_before_any_update_blames_the_data(tmp_path: Path) -> None:
+    config = _config(tmp_path / "run")
+    with pytest.raises(NotFinite) as info:
+        _run(config, objective=_Poisoned(config, [0]))
+    assert str(info.value) == (
+        "the training loss is nan at epoch 1, step 1 of 6; training stopped and nothing was "
+        "saved; no update came before it: check the data's numbers and the [model] settings"
+    )
+
+
+@pytest.mark.filterwarnings("error")  # PyTorch's "lr_scheduler.step() before optimizer.step()"
+def test_skipping_the_first_step_warns_of_nothing(tmp_path: Path) -> None:
+    config = _config(tmp_path / "run", nan_policy="skip", epochs=1)
+    result = _run(config, objective=_Poisoned(config, [0]))
+    assert result.history[0]["skipped_steps"] == 1

@@ -362,6 +362,7 @@ class Trainer:
                 self._not_finite(
                     f"the training loss is {state.loss_sum}",
                     f"at epoch {epoch}, step {step} of {steps}",
+                    before_updates=epoch == 1 and step == 1,
                 )
 
         for item in batches:
@@ -447,10 +448,11 @@ class Trainer:
                 f"(the last at {where})",
             )
 
-    def _not_finite(self, what: str, where: str) -> None:
+    def _not_finite(self, what: str, where: str, *, before_updates: bool = False) -> None:
         """Stop the run: ``what`` is nan or ±inf ``where``; nothing of it is saved."""
+        saved, train = self._saves.saved, self.config.train
         message = not_finite_message(
-            what, where, self._saves.saved, self.run_dir, self.config.train
+            what, where, saved, self.run_dir, train, before_updates=before_updates
         )
         raise NotFinite(message)
 
@@ -463,5 +465,5 @@ def _schedule_step(parts: Parts, *, skipped: bool) -> None:
     with warnings.catch_warnings():
         # PyTorch's warning that the schedule moved before the optimizer's first step:
         # when that step was skipped, it did so on purpose.
-        warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step()`")
+        warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step")
         parts.scheduler.step()

@@ -39,16 +39,26 @@ class NotFinite(ValueError):
 
 
 def not_finite_message(
-    what: str, where: str, saved: str | None, run_dir: Path, train: TrainConfig
+    what: str,
+    where: str,
+    saved: str | None,
+    run_dir: Path,
+    train: TrainConfig,
+    *,
+    before_updates: bool = False,
 ) -> str:
     """The one line a :class:`NotFinite` says: ``what`` went wrong ``where``, what the run
     folder keeps (``saved``: the position of the latest ``last``, ``None``: nothing) and
-    what in ``train`` to change."""
+    what in ``train`` to change; ``before_updates``: no update preceded it, so the
+    learning rate is not the cause."""
     kept = (
         f"--resume goes on from {saved} ({run_dir / 'last'})"
         if saved is not None
         else "nothing was saved"
     )
+    if before_updates:
+        advice = "no update came before it: check the data's numbers and the [model] settings"
+        return f"{what} {where}; training stopped and {kept}; {advice}"
     changes = [f"lower train.lr (it is {train.lr:g})"]
     if train.grad_clip is None:
         changes.append("set train.grad_clip")
