@@ -323,7 +323,11 @@ class Trainer:
             line.update({f"dev_{key}": value for key, value in dev.items()})
             bad = next((key for key, value in dev.items() if not math.isfinite(value)), None)
             if bad is not None:
-                self._not_finite(f"the dev {bad} is {dev[bad]}", f"after epoch {state.epoch + 1}")
+                self._not_finite(
+                    f"the dev {bad} is {dev[bad]}",
+                    f"after epoch {state.epoch + 1}",
+                    before_updates=state.skipped_in_a_row == state.step,  # all skipped
+                )
         record_epoch(state, dev, line["train_loss"], self.config.train.patience)
         line["best_epoch"] = state.best_epoch
         line["tokens_per_s"] = state.tokens / max(state.train_seconds, 1e-9)
