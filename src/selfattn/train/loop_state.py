@@ -75,7 +75,9 @@ class LoopState:
         skipped_in_a_row: the steps skipped since the last one that was not.
     """
 
-    #: Stored with the state; raised when a field is added, removed or changes meaning.
+    #: Stored with the state; raised when a field is added, removed or changes meaning
+    #: (the skip counts are not: stored only when not 0, they leave a state that an
+    #: earlier selfattn reads unless steps were skipped, which it would refuse in one line).
     version: ClassVar[int] = 1
 
     epoch: int = 0
