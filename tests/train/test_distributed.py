@@ -213,3 +213,49 @@ def test_close_lets_ddp_go_before_the_group_ends() -> None:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+#: Loaded by every process of a run (``PYTHONPATH``): the sequence task's loss is nan at
+#: optimizer step 3 on rank ``RANK`` only; the all-reduced loss is then nan on every rank.
+POISON = """
+import math, os
+from selfattn.tasks.task import TASKS
+task = TASKS["sequence"]
+clean = task.loss
+def poisoned(self, model, batch, step):
+    loss = clean(self, model, batch, step)
+    bad = step == 3 and os.environ.get("RANK", "0") == "{rank}"
+    return loss * math.nan if bad else loss
+task.loss = poisoned
+"""
+
+
+@pytest.mark.parametrize("policy", ["stop", pytest.param("skip", marks=pytest.mark.slow)])
+def test_a_loss_that_is_not_finite_on_one_rank_stops_or_skips_on_every_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    config = write_run(tmp_path, epochs=1)
+    (tmp_path / "sitecustomize.py").write_text(POISON.replace("{rank}", "1"))
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    monkeypatch.setenv("PYTHONPATH", path)
+    process = selfattn(
+        "train",
+        str(config),
+        "--no-progress",
+        "--nproc",
+        "2",
+        "--set",
+        f"run_dir={tmp_path / 'run'}",
+        "--set",
+        f"train.nan_policy={policy}",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    output, _ = process.communicate(timeout=120)  # a rank left waiting would time out
+    if policy == "stop":  # both ranks stop at the same step (torchrun then exits with 1)
+        assert process.returncode != 0, output
+        stopped = "selfattn train: error: the training loss is nan at epoch 1, step 4 of 8;"
+        assert output.count(stopped) == 2, output
+    else:
+        assert process.returncode == 0, output
+        assert "skipped 1 step (loss not finite)" in output

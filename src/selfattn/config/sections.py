@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from selfattn.config.sequence_fields import check_sequence_fields
+from selfattn.messages import check_range
 from selfattn.models.options import ModelConfig
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 
@@ -20,6 +21,14 @@ Strategy = Literal["ddp", "fsdp"]
 ObjectiveName = Literal["mle", "mrt", "reinforce"]
 CandidatesName = Literal["sample", "beam", "both"]
 CostName = Literal["auto", "bleu", "token_error"]
+NanPolicy = Literal["stop", "skip"]
+
+#: The highest ``train.lr``: AdamW moves every weight by about ``lr`` per step, so a rate
+#: above 1 is already a mistake; the bound only keeps typos such as ``1e4`` out.
+MAX_LR = 10.0
+#: The longest ``data.max_len``: positional tables are sized by it, and a million
+#: positions is past any shipped task (LRA's longest is 16K).
+MAX_LEN = 2**20
 
 
 @dataclass(frozen=True)
@@ -32,8 +41,9 @@ class DataConfig:
         test: path of a test file (default: the recipe's test split).
         batch_size: examples per batch.
         max_len: the longest sequence the model is built for (it sizes positional tables and
-            is stored as the checkpoint's ``max_len``). A longer example in any split is
-            refused when the data are loaded, before training, or cut (``overlong``).
+            is stored as the checkpoint's ``max_len``), at most :data:`MAX_LEN`. A longer
+            example in any split is refused when the data are loaded, before training, or
+            cut (``overlong``).
         lowercase: lowercase text before building the vocabulary.
         min_freq: words seen fewer times in training become the unknown word.
         bpe_vocab_size: split words into this many byte-pair units; ``None``: whole words.
@@ -72,15 +82,12 @@ class DataConfig:
     overlong: Overlong = "refuse"
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "max_len", "min_freq"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"data.{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 < self.train_fraction <= 1.0:
-            raise ValueError(f"data.train_fraction must be in (0, 1], got {self.train_fraction}")
-        if not 0.0 <= self.dev_fraction < 1.0:
-            raise ValueError(f"data.dev_fraction must be in [0, 1), got {self.dev_fraction}")
-        if self.bpe_vocab_size is not None and self.bpe_vocab_size < 1:
-            raise ValueError(f"data.bpe_vocab_size must be >= 1, got {self.bpe_vocab_size}")
+        for name in ("batch_size", "min_freq"):
+            check_range(f"data.{name}", getattr(self, name), at_least=1)
+        check_range("data.max_len", self.max_len, at_least=1, at_most=MAX_LEN)
+        check_range("data.train_fraction", self.train_fraction, above=0, at_most=1)
+        check_range("data.dev_fraction", self.dev_fraction, at_least=0, below=1)
+        check_range("data.bpe_vocab_size", self.bpe_vocab_size, at_least=1, none=True)
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ class TrainConfig:
 
     Attributes:
         epochs: passes over the training data (at most; see ``patience``).
-        lr: peak learning rate of AdamW.
+        lr: peak learning rate of AdamW, in (0, :data:`MAX_LR`].
         weight_decay: AdamW's decoupled weight decay (not applied to biases and norms).
         warmup_steps: steps of linear warm-up from 0 to ``lr``.
         schedule: after warm-up, ``linear`` decay to 0, ``cosine`` decay to 0, or
@@ -161,6 +168,16 @@ class TrainConfig:
         mrt_alpha: α > 0 of MRT's distribution Q(y) ∝ p(y|x)^α over the candidates.
         mrt_reference: MRT also puts the reference among the candidates.
         mle_weight: weight of the usual MLE loss added to the sequence-level one.
+        nan_policy: what a training step whose loss is nan or ±inf gets: ``stop`` ends
+            the run in one line naming the epoch and step (exit status 2; ``last`` keeps
+            the latest checkpoint, from before that step, and ``--resume`` goes on from
+            it); ``skip`` skips that step's update (it still counts as a step of the
+            schedule), counts the skipped steps in each epoch's line
+            (``skipped_steps``) and stops after
+            :data:`~selfattn.train.stop_rules.SKIPS_IN_A_ROW` (10) in a row. ``skip``
+            reads each step's loss before its update, which on a GPU waits for the step.
+            Either way a dev loss or weights that are not finite stop the run and are
+            never saved.
     """
 
     epochs: int = 10
@@ -193,39 +210,22 @@ class TrainConfig:
     mrt_alpha: float = 5e-3
     mrt_reference: bool = False
     mle_weight: float = 0.0
+    nan_policy: NanPolicy = "stop"
 
     def __post_init__(self) -> None:
         check_sequence_fields(self)
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"train.max_steps must be >= 1 or none, got {self.max_steps}")
-        if self.max_minutes is not None and not self.max_minutes > 0:
-            raise ValueError(f"train.max_minutes must be > 0 or none, got {self.max_minutes}")
-        if self.distributed_timeout <= 0:
-            raise ValueError(
-                f"train.distributed_timeout must be > 0, got {self.distributed_timeout}"
-            )
-        if self.checkpoint_every is not None and self.checkpoint_every < 1:
-            raise ValueError(
-                f"train.checkpoint_every must be >= 1 or none, got {self.checkpoint_every}"
-            )
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"train.threads must be >= 1 or none, got {self.threads}")
-        if self.epochs < 1:
-            raise ValueError(f"train.epochs must be >= 1, got {self.epochs}")
-        if self.lr <= 0:
-            raise ValueError(f"train.lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0 or self.warmup_steps < 0:
-            raise ValueError("train.weight_decay and train.warmup_steps must be >= 0")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        if self.grad_clip is not None and self.grad_clip <= 0:
-            raise ValueError(f"train.grad_clip must be > 0 or none, got {self.grad_clip}")
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"train.patience must be >= 1 or none, got {self.patience}")
-        if not 0.0 < self.layer_lr_decay <= 1.0:
-            raise ValueError(f"train.layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
-        if self.keep_epochs < 0:
-            raise ValueError(f"train.keep_epochs must be >= 0, got {self.keep_epochs}")
+        check_range("train.epochs", self.epochs, at_least=1)
+        check_range("train.lr", self.lr, above=0, at_most=MAX_LR)
+        check_range("train.weight_decay", self.weight_decay, at_least=0)
+        check_range("train.warmup_steps", self.warmup_steps, at_least=0)
+        check_range("train.label_smoothing", self.label_smoothing, at_least=0, below=1)
+        check_range("train.grad_clip", self.grad_clip, above=0, none=True)
+        check_range("train.layer_lr_decay", self.layer_lr_decay, above=0, at_most=1)
+        check_range("train.distributed_timeout", self.distributed_timeout, above=0)
+        check_range("train.max_minutes", self.max_minutes, above=0, none=True)
+        for name in ("max_steps", "checkpoint_every", "threads", "patience"):
+            check_range(f"train.{name}", getattr(self, name), at_least=1, none=True)
+        check_range("train.keep_epochs", self.keep_epochs, at_least=0)
 
 
 @dataclass(frozen=True)

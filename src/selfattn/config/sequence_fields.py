@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from selfattn.messages import check_range
+
 #: The fields only ``mrt`` / ``reinforce`` read, with their defaults.
 SEQUENCE_DEFAULTS: dict[str, Any] = {
     "sequence_samples": 4,
@@ -47,12 +49,8 @@ def check_sequence_fields(train: Any) -> None:
             f"train.sequence_samples must be >= 2 (a risk or a baseline compares candidates), "
             f"got {train.sequence_samples}"
         )
-    if not train.mrt_alpha > 0:
-        raise ValueError(
-            f"train.mrt_alpha must be > 0 (Shen et al. use 5e-3), got {train.mrt_alpha}"
-        )
-    if train.mle_weight < 0:
-        raise ValueError(f"train.mle_weight must be >= 0, got {train.mle_weight}")
+    check_range("train.mrt_alpha", train.mrt_alpha, above=0)  # Shen et al. use 5e-3
+    check_range("train.mle_weight", train.mle_weight, at_least=0)
     if objective == "reinforce":
         if train.sequence_candidates != "sample":
             raise ValueError(

@@ -10,6 +10,7 @@ holds exactly the fields it reads; each field carries a one-line description
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -107,7 +108,10 @@ def _patch(name: str, value: Any) -> str | None:
 
 
 def _not_negative(name: str, value: Any) -> str | None:
-    return None if value >= 0 else f"model.{name} must be >= 0, got {value}"
+    if 0 <= value < math.inf:
+        return None
+    qualifier = "" if math.isfinite(value) else "finite and "
+    return f"model.{name} must be {qualifier}>= 0, got {value}"
 
 
 def _masks(name: str, value: Any) -> str | None:

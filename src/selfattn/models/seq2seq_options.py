@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Literal
 
 from selfattn.attention.alignment import AlignmentConfig, AlignmentName
+from selfattn.messages import check_range
 
 OutputName = Literal["vocab", "pointer", "copy"]
 CrossLayersName = Literal["last", "matching"]
@@ -89,21 +90,15 @@ class Seq2SeqConfig:
     max_output_ratio: float = 2.0
 
     def __post_init__(self) -> None:
-        if self.decoder_layers is not None and self.decoder_layers < 1:
-            raise ValueError(f"seq2seq.decoder_layers must be >= 1, got {self.decoder_layers}")
+        check_range("seq2seq.decoder_layers", self.decoder_layers, at_least=1, none=True)
         for name in ("nat_weight", "guided_attention", "coverage", "length_penalty"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"seq2seq.{name} must be >= 0, got {getattr(self, name)}")
-        if not 0.0 <= self.sampling_max <= 1.0:
-            raise ValueError(f"seq2seq.sampling_max must be in [0, 1], got {self.sampling_max}")
-        if self.no_repeat_ngram < 0:
-            raise ValueError(f"seq2seq.no_repeat_ngram must be >= 0, got {self.no_repeat_ngram}")
+            check_range(f"seq2seq.{name}", getattr(self, name), at_least=0)
+        check_range("seq2seq.sampling_max", self.sampling_max, at_least=0, at_most=1)
+        check_range("seq2seq.no_repeat_ngram", self.no_repeat_ngram, at_least=0)
         if self.sampling_steps < 1 or self.beam_size < 1:
             raise ValueError("seq2seq.sampling_steps and seq2seq.beam_size must be >= 1")
-        if self.guided_sigma <= 0.0:
-            raise ValueError(f"seq2seq.guided_sigma must be > 0, got {self.guided_sigma}")
-        if self.max_output_ratio <= 0:
-            raise ValueError(f"seq2seq.max_output_ratio must be > 0, got {self.max_output_ratio}")
+        check_range("seq2seq.guided_sigma", self.guided_sigma, above=0)
+        check_range("seq2seq.max_output_ratio", self.max_output_ratio, above=0)
         if self.decoding == "nat" and not self.nat:
             raise ValueError("seq2seq.decoding = 'nat' needs seq2seq.nat = true")
         if self.location_filters < 1:

@@ -257,12 +257,26 @@ def load_model(
     makes the empty model the weights are loaded into.
 
     Raises:
-        ValueError: as :func:`load_checkpoint`, or the checkpoint has no task spec, or
-            its weights do not fit the model it describes (the first tensor that differs).
+        ValueError: as :func:`load_checkpoint`, the checkpoint has no task spec, its
+            weights hold nan or ±inf (a model that would answer nan), or they do not fit
+            the model it describes (the first tensor that differs).
     """
     checkpoint = load_checkpoint(directory, map_location=map_location)
     if checkpoint.spec is None:
         raise ValueError(f"{directory}: the checkpoint has no task spec to rebuild the model")
+    bad = next(
+        (
+            name
+            for name, tensor in checkpoint.model_state.items()
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+        ),
+        None,
+    )
+    if bad is not None:
+        raise ValueError(
+            f"{directory}: the stored weights hold nan or inf ({bad}): the run trained to "
+            "nan; train it again with a lower train.lr, or use another checkpoint"
+        )
     model = build(checkpoint.config, checkpoint.spec)
     misfit = weights_misfit(model, checkpoint.model_state)
     if misfit is not None:

@@ -133,11 +133,14 @@ class StepTotals:
 
     ``loss_sum`` is a 0-dim float64 tensor on the loss's device: reading it waits for the
     step's forward pass, so the training loop reads it only when it shows or saves it.
+    ``skipped``: ``train.nan_policy = "skip"`` skipped the step's update (its loss was not
+    finite; it then counts no loss and no units).
     """
 
     loss_sum: Tensor
     units: int
     tokens: int
+    skipped: bool = False
 
 
 class _ObjectiveLoss(nn.Module):

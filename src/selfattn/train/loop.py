@@ -16,6 +16,9 @@ dev loss; without a dev set, the lowest training loss). ``last/`` is also writte
 an epoch (``train.checkpoint_every``), and when Ctrl-C or SIGTERM stops the run at a step
 boundary (:class:`TrainingInterrupted`). ``resume=True`` continues from ``run_dir/last/``
 and ends in exactly the state an uninterrupted run reaches (:mod:`selfattn.train.start`).
+A training loss, dev metric or weights that are nan or ±inf stop the run
+(:class:`~selfattn.train.stop_rules.NotFinite`) before anything of them is saved, or, for
+the loss with ``train.nan_policy = "skip"``, skip the step.
 
 The loop's parts are modules of their own: :mod:`~selfattn.train.start` (claiming or
 resuming the run folder), :mod:`~selfattn.train.loop_state` (what a checkpoint stores),
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +67,15 @@ from selfattn.train.run_dir import append_metrics
 from selfattn.train.save_rules import Saves, mid_epoch_save_due
 from selfattn.train.start import Started, TrainBatches, batches_to_train, start_run
 from selfattn.train.step import optimizer_step
-from selfattn.train.stop_rules import OutOfTime, TimeBudget, record_epoch, steps_done
+from selfattn.train.stop_rules import (
+    SKIPS_IN_A_ROW,
+    NotFinite,
+    OutOfTime,
+    TimeBudget,
+    not_finite_message,
+    record_epoch,
+    steps_done,
+)
 from selfattn.train.stop_rules import TrainingInterrupted as TrainingInterrupted  # re-exported
 
 DevBatches = Callable[[], Iterable[Any]]
@@ -302,11 +314,20 @@ class Trainer:
             "train_loss": state.loss_sum / max(state.units, 1),
             "lr": max(parts.scheduler.get_last_lr()),
         }
+        if self.config.train.nan_policy == "skip":
+            line["skipped_steps"] = state.skipped
         dev = None
         if self.dev_batches is not None:
             with self.dist.evaluating():  # every rank, the whole dev set: the same decisions
                 dev = self.objective.evaluate(parts.model, self.dev_batches(), device=self.device)
             line.update({f"dev_{key}": value for key, value in dev.items()})
+            bad = next((key for key, value in dev.items() if not math.isfinite(value)), None)
+            if bad is not None:
+                self._not_finite(
+                    f"the dev {bad} is {dev[bad]}",
+                    f"after epoch {state.epoch + 1}",
+                    before_updates=state.skipped_in_a_row == state.step,  # all skipped
+                )
         record_epoch(state, dev, line["train_loss"], self.config.train.patience)
         line["best_epoch"] = state.best_epoch
         line["tokens_per_s"] = state.tokens / max(state.train_seconds, 1e-9)
@@ -329,9 +350,24 @@ class Trainer:
         # before anything saves or stops.
         loss_sum = torch.tensor(state.loss_sum, dtype=torch.float64, device=self.device)
         shown_at, shown = -math.inf, 0.0
+        # A loss that is not finite makes the sum so, and it is caught when the sum is
+        # read: at every step where reads are free, and with several processes (whose
+        # agree() waits for every step anyway, and who must all stop at the same step).
+        # Elsewhere the sum is read every LOSS_SECONDS and before every save, and the
+        # device keeps the step that made it so (from 1; 0: none yet) to name it.
+        every_step = _reads_are_free(self.device) or self.dist.size > 1
+        went_bad_at = torch.zeros((), dtype=torch.long, device=self.device)
+        skip = train_config.nan_policy == "skip"
 
         def read_loss() -> None:
             state.loss_sum = float(loss_sum)
+            if not math.isfinite(state.loss_sum):
+                step = state.batch if every_step else int(went_bad_at)
+                self._not_finite(
+                    f"the training loss is {state.loss_sum}",
+                    f"at epoch {epoch}, step {step} of {steps}",
+                    before_updates=epoch == 1 and step == 1,
+                )
 
         for item in batches:
             if steps_done(state, train_config.max_steps):  # ends this epoch early
@@ -339,11 +375,18 @@ class Trainer:
             batch, counts = unpack(item)  # a rank's empty share of a batch counts 0
             n, tokens = (units(batch), batch.num_tokens) if counts else (0, 0)
             batch = batch.to(self.device, non_blocking=True)
-            totals = self._step(parts, batch, state.step, n, tokens)
-            parts.scheduler.step()
+            totals = self._step(parts, batch, state.step, n, tokens, skip)
+            _schedule_step(parts, skipped=totals.skipped)
             state.step += 1
             state.batch += 1
+            if skip:
+                self._count_skip(
+                    state, totals.skipped, f"epoch {epoch}, step {state.batch} of {steps}"
+                )
             loss_sum = loss_sum + totals.loss_sum
+            if not every_step:
+                went_bad = (went_bad_at == 0) & ~torch.isfinite(loss_sum)
+                went_bad_at = torch.where(went_bad, state.batch, went_bad_at)
             state.units += totals.units
             state.tokens += totals.tokens
             state.train_seconds = seconds_before + time.perf_counter() - started
@@ -389,7 +432,42 @@ class Trainer:
             state.train_seconds = seconds_before + time.perf_counter() - started
         read_loss()
 
-    def _step(self, parts: Parts, batch: Any, step: int, n: int, tokens: int) -> StepTotals:
+    def _step(
+        self, parts: Parts, batch: Any, step: int, n: int, tokens: int, skip: bool = False
+    ) -> StepTotals:
         """One optimizer step (:func:`~selfattn.train.step.optimizer_step`)."""
         clip = self.config.train.grad_clip
-        return optimizer_step(parts, batch, step, n, tokens, self.dist, self.amp_dtype, clip)
+        return optimizer_step(
+            parts, batch, step, n, tokens, self.dist, self.amp_dtype, clip, skip_not_finite=skip
+        )
+
+    def _count_skip(self, state: LoopState, skipped: bool, where: str) -> None:
+        """Count a step that ``train.nan_policy = "skip"`` skipped (or the end of a run of
+        them); too many in a row stop the run."""
+        state.skipped += skipped
+        state.skipped_in_a_row = state.skipped_in_a_row + 1 if skipped else 0
+        if state.skipped_in_a_row >= SKIPS_IN_A_ROW:
+            self._not_finite(
+                f"{SKIPS_IN_A_ROW} steps in a row had a loss that is not finite",
+                f"(the last at {where})",
+            )
+
+    def _not_finite(self, what: str, where: str, *, before_updates: bool = False) -> None:
+        """Stop the run: ``what`` is nan or ±inf ``where``; nothing of it is saved."""
+        saved, train = self._saves.saved, self.config.train
+        message = not_finite_message(
+            what, where, saved, self.run_dir, train, before_updates=before_updates
+        )
+        raise NotFinite(message)
+
+
+def _schedule_step(parts: Parts, *, skipped: bool) -> None:
+    """Advance the learning-rate schedule (a skipped step still counts as a step)."""
+    if not skipped:
+        parts.scheduler.step()
+        return
+    with warnings.catch_warnings():
+        # PyTorch's warning that the schedule moved before the optimizer's first step:
+        # when that step was skipped, it did so on purpose.
+        warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step")
+        parts.scheduler.step()

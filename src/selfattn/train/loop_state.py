@@ -15,12 +15,15 @@ from typing import Any, ClassVar, get_args, get_type_hints
 
 import torch
 
+#: Keys stored only when not 0 (the skips of ``train.nan_policy = "skip"``), so that a run
+#: that skipped nothing stores what earlier selfattn versions read.
+_ONLY_WHEN_SET = ("skipped", "skipped_in_a_row")
 #: Keys a stored state may lack, which then hold their defaults: the sums of the epoch in
 #: progress (stored since saves within epochs), the thread count (stored since resumed runs
 #: keep it) and the process count (unversioned states store it only when above one).
 _MAY_BE_MISSING = frozenset(
     ("threads", "batch", "loss_sum", "units", "tokens", "train_seconds", "world_size")
-)
+) | frozenset(_ONLY_WHEN_SET)
 
 
 @dataclass
@@ -67,9 +70,14 @@ class LoopState:
         tokens: that epoch's tokens.
         train_seconds: that epoch's training time so far (evaluation excluded).
         world_size: processes that trained the run.
+        skipped: that epoch's steps skipped for a loss that is not finite
+            (``train.nan_policy = "skip"``).
+        skipped_in_a_row: the steps skipped since the last one that was not.
     """
 
-    #: Stored with the state; raised when a field is added, removed or changes meaning.
+    #: Stored with the state; raised when a field is added, removed or changes meaning
+    #: (the skip counts are not: stored only when not 0, they leave a state that an
+    #: earlier selfattn reads unless steps were skipped, which it would refuse in one line).
     version: ClassVar[int] = 1
 
     epoch: int = 0
@@ -86,11 +94,13 @@ class LoopState:
     tokens: int = 0
     train_seconds: float = 0.0
     world_size: int = 1
+    skipped: int = 0
+    skipped_in_a_row: int = 0
 
     def start_epoch(self) -> None:
         """Clear the running sums at an epoch's end, for the next one."""
         self.batch, self.loss_sum, self.units, self.tokens = 0, 0.0, 0, 0
-        self.train_seconds = 0.0
+        self.train_seconds, self.skipped = 0.0, 0
 
     def position(self) -> str:
         """Where the loop stands: ``epoch 2, step 137 of 400``."""
@@ -99,7 +109,9 @@ class LoopState:
     def to_dict(self) -> dict[str, Any]:
         """JSON values for a checkpoint's manifest, with the format's ``version``."""
         return {"version": self.version} | {
-            field.name: getattr(self, field.name) for field in fields(self)
+            field.name: getattr(self, field.name)
+            for field in fields(self)
+            if field.name not in _ONLY_WHEN_SET or getattr(self, field.name)
         }
 
     @classmethod

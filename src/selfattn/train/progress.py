@@ -171,6 +171,8 @@ def epoch_summary(line: dict[str, Any], epochs: int) -> str:
         parts.append("dev " + " ".join(dev))
     if line.get("best_epoch") is not None:
         parts.append(f"best epoch {line['best_epoch']}")
+    if "skipped_steps" in line:  # train.nan_policy = "skip"
+        parts.append(f"skipped {plural(line['skipped_steps'], 'step')} (loss not finite)")
     timing = f"({line.get('seconds', 0.0):.1f} s, {line.get('tokens_per_s', 0.0):,.0f} tokens/s)"
     return "  ".join([*parts, timing])
 

@@ -33,6 +33,7 @@ HARMLESS_CHANGES = (
     "train.keep_epochs",
     "train.distributed",
     "train.distributed_timeout",
+    "train.nan_policy",  # changes nothing until a loss is not finite
 )
 _EPOCH_FOLDER = re.compile(r"^epoch-(\d+)$")
 

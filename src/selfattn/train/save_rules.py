@@ -1,7 +1,9 @@
 """When the training loop saves, and what: ``last`` within an epoch every
 ``train.checkpoint_every`` steps (or every :data:`CHECKPOINT_SECONDS`), and at every epoch's
 end ``last``, ``best`` when the epoch is the best so far, and ``epoch-E`` for the last
-``train.keep_epochs`` epochs.
+``train.keep_epochs`` epochs. Weights that are not finite are never saved: the run stops
+instead (:class:`~selfattn.train.stop_rules.NotFinite`), and ``last`` keeps the latest
+checkpoint whose weights were.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+from torch import nn
+
 from selfattn.config import Config
 from selfattn.train.checkpoint import save_checkpoint
 from selfattn.train.distributed import Distributed
 from selfattn.train.loop_state import LoopState, Parts
 from selfattn.train.run_dir import epoch_checkpoint, prune_epoch_checkpoints
+from selfattn.train.stop_rules import NotFinite, not_finite_message
 
 #: ``train.checkpoint_every = None``: save ``last`` after this many seconds of training.
 CHECKPOINT_SECONDS = 120.0
@@ -28,6 +34,14 @@ def mid_epoch_save_due(state: LoopState, every: int | None, since_save: float) -
     if every is None:
         return since_save >= CHECKPOINT_SECONDS
     return state.step % every == 0
+
+
+def weights_are_finite(model: nn.Module) -> bool:
+    """Whether every parameter and floating buffer this process holds (its shard, under
+    FSDP) is finite; one read from the device."""
+    tensors = [*model.parameters(), *(b for b in model.buffers() if b.is_floating_point())]
+    flags = [torch.isfinite(getattr(t, "to_local", lambda t=t: t)()).all() for t in tensors]
+    return bool(torch.stack(flags).all()) if flags else True
 
 
 class Saves:
@@ -64,6 +78,7 @@ class Saves:
 
     def within_epoch(self, parts: Parts, state: LoopState) -> None:
         """``last/`` in the middle of an epoch, with what resuming there needs."""
+        self._check_weights(parts, state)
         self._last(parts, state, epoch_rng=parts.epoch_rng)
 
     def epoch_end(self, parts: Parts, state: LoopState) -> None:
@@ -74,6 +89,7 @@ class Saves:
         ``epoch-E`` goes first: a crash before ``last`` re-runs epoch E, which writes it again.
         It keeps the weights only, for averaging (resuming reads ``last``).
         """
+        self._check_weights(parts, state)
         keep = self.config.train.keep_epochs
         if keep:
             weights, _ = self.dist.states(parts.model, None)
@@ -92,6 +108,16 @@ class Saves:
         self._last(parts, state, also_best=state.best_epoch == state.epoch)
         if self.dist.is_main():
             prune_epoch_checkpoints(self.run_dir, keep, state.epoch)
+
+    def _check_weights(self, parts: Parts, state: LoopState) -> None:
+        """Stop the run, every rank alike, when the weights to be saved are not finite."""
+        (bad,) = self.dist.agree(not weights_are_finite(parts.model))
+        if bad:
+            where = f"after epoch {state.epoch}" if state.batch == 0 else f"at {state.position()}"
+            message = not_finite_message(
+                "the weights are not finite", where, self.saved, self.run_dir, self.config.train
+            )
+            raise NotFinite(message)
 
     def _last(
         self,

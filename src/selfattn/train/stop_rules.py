@@ -1,6 +1,7 @@
 """When training stops before ``train.epochs``: early stopping (``train.patience``), a step
-count (``train.max_steps``), a wall-clock budget (``train.max_minutes``), and Ctrl-C or
-SIGTERM (:class:`TrainingInterrupted`).
+count (``train.max_steps``), a wall-clock budget (``train.max_minutes``), Ctrl-C or
+SIGTERM (:class:`TrainingInterrupted`), and a loss, dev loss or weights that are not
+finite (:class:`NotFinite`, ``train.nan_policy``).
 
 The rules are plain functions of the loop's state and of the times the loop reads from
 its one clock, so that they are tested without training.
@@ -8,8 +9,10 @@ its one clock, so that they are tested without training.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+from selfattn.config import TrainConfig
 from selfattn.train.loop_state import LoopState
 
 
@@ -23,6 +26,46 @@ class TrainingInterrupted(KeyboardInterrupt):
     def __init__(self, message: str, checkpoint: Path) -> None:
         super().__init__(message)
         self.checkpoint = checkpoint
+
+
+#: ``train.nan_policy = "skip"``: this many skipped steps in a row stop the run anyway (the
+#: weights themselves have most likely gone bad, and every later step would be skipped).
+SKIPS_IN_A_ROW = 10
+
+
+class NotFinite(ValueError):
+    """A training loss, a dev metric or the weights are nan or ±inf: the run stops, and
+    nothing computed after the latest checkpoint of ``last`` is saved."""
+
+
+def not_finite_message(
+    what: str,
+    where: str,
+    saved: str | None,
+    run_dir: Path,
+    train: TrainConfig,
+    *,
+    before_updates: bool = False,
+) -> str:
+    """The one line a :class:`NotFinite` says: ``what`` went wrong ``where``, what the run
+    folder keeps (``saved``: the position of the latest ``last``, ``None``: nothing) and
+    what in ``train`` to change; ``before_updates``: no update preceded it, so the
+    learning rate is not the cause."""
+    kept = (
+        f"--resume goes on from {saved} ({run_dir / 'last'})"
+        if saved is not None
+        else "nothing was saved"
+    )
+    if before_updates:
+        advice = "no update came before it: check the data's numbers and the [model] settings"
+        return f"{what} {where}; training stopped and {kept}; {advice}"
+    changes = [f"lower train.lr (it is {train.lr:g})"]
+    if train.grad_clip is None:
+        changes.append("set train.grad_clip")
+    if train.nan_policy == "stop" and what.startswith("the training loss"):
+        changes.append('skip such steps with train.nan_policy = "skip"')
+    advice = ", ".join(changes[:-1]) + " or " + changes[-1] if len(changes) > 1 else changes[0]
+    return f"{what} {where}; training stopped and {kept}; {advice}"
 
 
 class OutOfTime(Exception):
@@ -44,9 +87,11 @@ def record_epoch(
     """Count the epoch just finished in ``state``: its best epoch, the epochs since, and
     whether ``patience`` epochs without a better score end the run. The score is the
     :func:`selection_score` of the ``dev`` metrics, without a dev set minus the
-    ``train_loss``; ties keep the earlier epoch."""
+    ``train_loss``; ties keep the earlier epoch, and a score that is not finite never
+    becomes the best."""
     score = selection_score(dev) if dev is not None else -train_loss
-    improved = state.best_score is None or score > state.best_score
+    # A score that is not finite is never the best (nan compares false, -inf is no score).
+    improved = math.isfinite(score) and (state.best_score is None or score > state.best_score)
     state.epoch += 1
     if improved:
         state.best_score, state.best_epoch, state.bad_epochs = score, state.epoch, 0

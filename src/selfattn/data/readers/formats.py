@@ -40,6 +40,29 @@ _WORD_RE = re.compile(
 )
 
 
+#: The largest float32; a number beyond it (``1e39``) becomes inf when a model reads it.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: How a refusal states the range: ``±3.4e+38``.
+FLOAT32_RANGE = f"±{FLOAT32_MAX:.2g}"
+
+
+def as_float32(values: np.ndarray) -> np.ndarray:
+    """``values`` as float32, a number beyond its range becoming ±inf without NumPy's
+    overflow warning (the caller refuses it in one line)."""
+    with np.errstate(over="ignore"):
+        return values.astype(np.float32, copy=False)
+
+
+def float32_or_none(text: str) -> float | None:
+    """``text`` as a number a float32 holds finitely, else ``None`` (nan, ±inf, 1e39).
+
+    Raises:
+        ValueError: ``text`` is not a number.
+    """
+    value = float(text)
+    return value if abs(value) <= FLOAT32_MAX else None  # nan compares false
+
+
 def tokenize(text: str) -> list[str]:
     """Split raw text into words, numbers and punctuation (case is kept)."""
     return _WORD_RE.findall(text)
@@ -266,9 +289,12 @@ def read_npz(path: str | Path) -> list[Example]:
             f"{path}: 'features' must be a numeric (N_total, F) array, got "
             f"{features.dtype} {features.shape}"
         )
-    if not np.isfinite(features).all():
-        row = int(np.argwhere(~np.isfinite(features))[0, 0])
-        raise DataError(f"{path}: 'features' row {row} holds NaN or inf")
+    floats = as_float32(features)
+    if not np.isfinite(floats).all():  # nan, ±inf, or beyond float32 (inf once cast)
+        row = int(np.argwhere(~np.isfinite(floats))[0, 0])
+        raise DataError(
+            f"{path}: 'features' row {row} holds NaN or inf (or a number beyond {FLOAT32_RANGE})"
+        )
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
         raise DataError(f"{path}: 'lengths' must be a 1-D integer array, got {lengths.shape}")
     if (lengths < 1).any():
@@ -284,7 +310,6 @@ def read_npz(path: str | Path) -> list[Example]:
 
     examples = []
     offsets = [0, *np.cumsum(lengths).tolist()]
-    floats = features.astype(np.float32, copy=False)
     for i, (lo, hi) in enumerate(itertools.pairwise(offsets)):
         label: tuple[str, ...] | str = (
             tuple(label_strings[lo:hi]) if task == "token" else label_strings[i]
@@ -418,9 +443,16 @@ def _ts_case(path: Path, lineno: int, line: str) -> tuple[np.ndarray, str]:
         if "?" in text:
             raise DataError(f"{path}:{lineno}: dimension {d} has missing values ('?')")
         try:
-            series.append([float(v) for v in text.split(",")])
+            values = [float32_or_none(v) for v in text.split(",")]
         except ValueError:
             raise DataError(f"{path}:{lineno}: dimension {d} holds a non-number") from None
+        if None in values:
+            bad = text.split(",")[values.index(None)].strip()
+            raise DataError(
+                f"{path}:{lineno}: dimension {d} holds {bad}, not a finite number within "
+                f"{FLOAT32_RANGE}"
+            )
+        series.append(values)
     lengths = {len(s) for s in series}
     if len(lengths) != 1:
         raise DataError(f"{path}:{lineno}: dimensions differ in length ({sorted(lengths)})")

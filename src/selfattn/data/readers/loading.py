@@ -21,6 +21,8 @@ from typing import Literal, get_args
 
 from selfattn.data.batching.splits import dev_holdout
 from selfattn.data.readers.formats import (
+    FLOAT32_MAX,
+    float32_or_none,
     read_classification_csv,
     read_conllu,
     read_npz,
@@ -190,18 +192,24 @@ def _read_user_file(
 
 
 def _check_numbers(examples: list[Example]) -> None:
-    """Refuse a regression example whose label is not one number, naming its line."""
+    """Refuse a regression example whose label is not one number, or one that a float32
+    does not hold finitely (nan, ±inf, 1e39), naming its line."""
     for example in examples:
         label = example.label
         try:
             if not isinstance(label, str):
                 raise ValueError
-            float(label)
+            value = float32_or_none(label)
         except ValueError:
             shown = label if isinstance(label, str) else " ".join(label)
             raise DataError(
                 f"{example.source}: a regression label must be one number, got {shown!r}"
             ) from None
+        if value is None:
+            raise DataError(
+                f"{example.source}: a regression label must be a finite number of at most "
+                f"{FLOAT32_MAX:.2g} in size, got {label!r}"
+            )
 
 
 def _kind_of(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from selfattn.data.readers.formats import npz_arrays
+from selfattn.data.readers.formats import FLOAT32_RANGE, as_float32, npz_arrays
 from selfattn.data.readers.user_description import InputDescription, check_width
 from selfattn.data.specials import NO_LABEL
 from selfattn.data.types import DataError, Example
@@ -34,8 +34,12 @@ def read_vectors(path: Path, description: InputDescription, source: str) -> Exam
         raise DataError(f"{path}: holds {arrays['lengths'].size} vector sets; give one")
     if features is None or features.ndim != 2 or not np.issubdtype(features.dtype, np.number):
         raise DataError(f"{path}: needs a numeric 'features' array (L, F); has {sorted(arrays)}")
-    if len(features) == 0 or not np.isfinite(features).all():
-        raise DataError(f"{path}: 'features' must hold at least one row of finite numbers")
+    # Cast first: a number beyond float32's range (1e39) is inf to the model.
+    if len(features) == 0 or not np.isfinite(as_float32(features)).all():
+        raise DataError(
+            f"{path}: 'features' must hold at least one row of finite numbers "
+            f"(within {FLOAT32_RANGE})"
+        )
     check_width(path, features, description)
     if description.grid is not None and len(features) != description.grid[0] * description.grid[1]:
         raise DataError(f"{path}: {len(features)} pixels; the model's grid is {description.grid}")
@@ -54,6 +58,10 @@ def read_vectors(path: Path, description: InputDescription, source: str) -> Exam
     ):
         shape = "none" if description.edge_dim is None else f"(E, {description.edge_dim})"
         raise DataError(f"{path}: this model's 'edge_features' are {shape}")
+    if edge_features is not None and not np.isfinite(as_float32(edge_features)).all():
+        raise DataError(
+            f"{path}: 'edge_features' must hold finite numbers (within {FLOAT32_RANGE})"
+        )
     return Example(
         None,
         features.astype(np.float32),
