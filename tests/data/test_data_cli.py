@@ -35,6 +35,7 @@ def test_list_shows_origin_size_and_fetched(
         "digit-strings-espeak",
         "digits",
         "digits-espeak",
+        "distilbert-cased",
         "fashion-mnist",
         "karate",
         "listops-short",

@@ -112,3 +112,80 @@ def test_bad_configs_are_one_line(distil_folder: Path, tmp_path: Path, change, m
     with pytest.raises(CheckpointError, match=message) as error:
         BertConfig.from_file(folder / "config.json")
     assert "\n" not in str(error.value)
+
+
+@pytest.fixture(scope="module")
+def distilbert_cased() -> Path:
+    """The converted distilbert-cased folder, or a skip saying why it cannot be had."""
+    from selfattn.pretrained.weights import PRETRAINED, PretrainedError
+
+    try:
+        return PRETRAINED["distilbert-cased"].fetch()
+    except PretrainedError as err:
+        pytest.skip(f"distilbert-cased cannot be fetched here ({err})")
+
+
+SENTENCES = [
+    "I have went to the store yesterday.",
+    "She dont like apples and oranges.",
+    "The Quick brown fox jumps over the lazy dog in Paris.",
+]
+
+
+def tokenized(folder: Path) -> dict[str, torch.Tensor]:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer.enable_padding(pad_id=0)
+    encodings = tokenizer.encode_batch(SENTENCES)
+    return {
+        "input_ids": torch.tensor([e.ids for e in encodings]),
+        "attention_mask": torch.tensor([e.attention_mask for e in encodings]),
+    }
+
+
+@pytest.mark.slow
+def test_real_distilbert_cased_equals_hugging_face(distilbert_cased: Path) -> None:
+    """The converted checkpoint (6 layers, 768 wide, cased) through selfattn's modules:
+    every layer within 1e-5 of Hugging Face's DistilBertModel on the same folder."""
+    batch = tokenized(distilbert_cased)
+    ours = BertEncoder.from_folder(distilbert_cased)
+    reference = transformers.DistilBertModel.from_pretrained(distilbert_cased).eval()
+    assert (ours.config.hidden_size, ours.config.num_hidden_layers) == (768, 6)
+    with torch.no_grad():
+        expected = reference(**batch, output_hidden_states=True).hidden_states
+        got = ours(**batch).hidden_states
+    real = batch["attention_mask"].bool()
+    for layer, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
+        difference = (mine[real] - theirs[real]).abs().max().item()
+        assert difference <= 1e-5, f"hidden state {layer}: max |difference| {difference:.2e}"
+
+
+@pytest.mark.slow
+def test_conversion_reproduces_the_int8_tagger(distilbert_cased: Path) -> None:
+    """The float32 conversion tags as the int8 ONNX graph does (which also rounds its
+    activations to int8, so a few close calls may differ), and makes the package's own
+    edit: "have went" → "have gone"."""
+    ort = pytest.importorskip("onnxruntime")
+    from selfattn.pretrained.weights import PRETRAINED
+
+    batch = tokenized(distilbert_cased)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    graph = PRETRAINED["distilbert-cased"].archive_folder / "tagger.onnx"
+    session = ort.InferenceSession(str(graph), options)
+    (reference,) = session.run(None, {name: t.numpy() for name, t in batch.items()})
+    tagger = transformers.DistilBertForTokenClassification.from_pretrained(distilbert_cased)
+    with torch.no_grad():
+        logits = tagger.eval()(**batch).logits
+    real = batch["attention_mask"].bool()
+    agree = (logits.argmax(-1) == torch.from_numpy(reference).argmax(-1))[real]
+    assert agree.float().mean().item() >= 0.95
+    went = batch["input_ids"][0].tolist().index(_piece_id(distilbert_cased, "went"))
+    assert tagger.config.id2label[int(logits[0, went].argmax())] == "$REPLACE_gone"
+
+
+def _piece_id(folder: Path, piece: str) -> int:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(folder / "tokenizer.json")).token_to_id(piece)

