@@ -4,6 +4,7 @@ and the real whisper-base folder (fetched and converted, or a skip saying why no
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from tokenizers import AddedToken, Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 
+from selfattn.data.fetch.sources import DebianPackage
+from selfattn.data.types import DataError
 from selfattn.pretrained.weights import PRETRAINED, PretrainedError
 
 #: The tiny model's ordinary words: ids 0 … 49.
@@ -94,3 +97,44 @@ def whisper_folder() -> Path:
         return PRETRAINED["whisper-base"].fetch()
     except PretrainedError as err:
         pytest.skip(f"whisper-base: its weights cannot be fetched here ({err})")
+
+
+#: Debian's pocketsphinx-testdata: five LibriVox excerpts (16 kHz WAV) and their transcript.
+LIBRIVOX_IDS = tuple(
+    f"sense_and_sensibility_01_austen_64kb-{n:04d}" for n in (870, 880, 890, 920, 930)
+)
+_LIBRIVOX = "usr/share/pocketsphinx/test/data/librivox"
+POCKETSPHINX_TESTDATA = DebianPackage(
+    package="pocketsphinx-testdata",
+    version="0.8+5prealpha+1-15",
+    sha256="eaeb7a01d54f20b799d1a81ef110ec544b2cb47ea006614078220737a33019f0",
+    members=(f"{_LIBRIVOX}/transcription", *(f"{_LIBRIVOX}/{i}.wav" for i in LIBRIVOX_IDS)),
+    download_mb=1.8,
+)
+
+
+def librivox_recordings() -> dict[str, tuple[Path, str]]:
+    """Each LibriVox excerpt's id → (its WAV file, its reference words, lower case).
+
+    Raises:
+        DataError: the package cannot be fetched (no network, no apt-get).
+    """
+    transcription, *wavs = POCKETSPHINX_TESTDATA.fetch()
+    references = {}
+    for line in transcription.read_text().splitlines():
+        words, _, utterance = line.rpartition("(")
+        references[utterance.rstrip(")").strip()] = (
+            words.replace("<s>", "").replace("</s>", "").strip()
+        )
+    return {wav.stem: (wav, references[wav.stem]) for wav in wavs}
+
+
+@pytest.fixture(scope="session")
+def librivox() -> dict[str, tuple[Path, str]]:
+    """:func:`librivox_recordings`, or a skip saying why they cannot be fetched here."""
+    if not POCKETSPHINX_TESTDATA.is_fetched() and not shutil.which("apt-get"):
+        pytest.skip("pocketsphinx-testdata: needs apt-get to fetch")
+    try:
+        return librivox_recordings()
+    except DataError as err:
+        pytest.skip(f"pocketsphinx-testdata cannot be fetched here ({err})")
