@@ -49,7 +49,8 @@ TINY = {
     "bos_token_id": 50,
     "eos_token_id": 50,
     "decoder_start_token_id": 51,
-    "suppress_tokens": [3, 4],
+    # Whisper suppresses its task tokens; here 3, 4 and every special but <|endoftext|>.
+    "suppress_tokens": [3, 4, *range(51, 64)],
     "begin_suppress_tokens": [50],
 }
 

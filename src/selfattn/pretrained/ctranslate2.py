@@ -44,6 +44,7 @@ from selfattn.pretrained.errors import PretrainedError
 
 __all__ = [
     "DTYPES",
+    "WHISPER_SPECIALS",
     "CT2Model",
     "convert_ct2_whisper",
     "read_ct2",
