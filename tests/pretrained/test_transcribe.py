@@ -193,6 +193,7 @@ def test_whisper_base_greedy_equals_transformers_generate_on_real_recordings(
 
 
 def test_word_error_rate_compares_words_as_references_write_them() -> None:
+    assert transcript_words("10 of Clubs, 4 Queen!") == ["ten", "of", "clubs", "four", "queen"]
     assert transcript_words("Mr. Dashwood's ill-disposed, cold-hearted.") == [
         "mister",
         "dashwood's",

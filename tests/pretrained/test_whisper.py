@@ -15,7 +15,12 @@ from safetensors.torch import load_file, save_file
 
 from selfattn.attention.cache import DecoderCache
 from selfattn.pretrained.errors import PretrainedError
-from selfattn.pretrained.whisper import WhisperModel, hf_name, load_whisper
+from selfattn.pretrained.whisper import (
+    WhisperModel,
+    hf_name,
+    is_whisper_checkpoint,
+    load_whisper,
+)
 from selfattn.speech.whisper_mel import whisper_log_mel
 
 from .whisper_fixtures import TINY, librivox, tiny_folder, tiny_whisper, whisper_folder
@@ -94,6 +99,14 @@ def test_fewer_frames_than_the_window_are_read(
     assert states.shape == (1, 5, TINY["d_model"])
     with pytest.raises(ValueError, match="13 encoder positions; the model has 12"):
         ours.encoder(torch.randn(1, TINY["num_mel_bins"], 26))
+
+
+def test_a_whisper_checkpoint_is_told_from_others(tiny_folder: Path, tmp_path: Path) -> None:
+    assert is_whisper_checkpoint("whisper-base") and is_whisper_checkpoint(tiny_folder)
+    assert not is_whisper_checkpoint("minilm-l6")
+    assert not is_whisper_checkpoint(tmp_path)  # no config.json: a run folder, say
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    assert not is_whisper_checkpoint(tmp_path)
 
 
 def _copy(folder: Path, tmp_path: Path) -> Path:

@@ -222,6 +222,7 @@ class Transcriber:
 
     def __init__(self, folder_or_name: str | Path, *, language: str = "en") -> None:
         folder = pretrained_folder(folder_or_name)
+        self.folder = folder
         self.tokenizer = WhisperTokenizer.from_folder(folder)
         self.prefix = self.tokenizer.prefix(language)
         self.model = load_whisper(folder)
@@ -259,14 +260,42 @@ class Transcriber:
         return "" if decoded.is_silence else self.tokenizer.decode(decoded.ids)
 
 
-#: Abbreviations a transcript writes that references spell out (a small part of Whisper's
-#: English text normaliser).
-_SPELLED_OUT = {"mr": "mister", "mrs": "missus", "dr": "doctor"}
+#: What a transcript writes short and references spell out (a small part of Whisper's
+#: English text normaliser): titles, and the numbers up to twenty.
+_NUMBERS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+]
+_SPELLED_OUT = {
+    "mr": "mister",
+    "mrs": "missus",
+    "dr": "doctor",
+    **{str(n): word for n, word in enumerate(_NUMBERS)},
+}
 
 
 def transcript_words(text: str) -> list[str]:
     """The words of a transcript as references write them: lower case, hyphenated words
-    split, punctuation dropped, ``Mr.`` → ``mister``."""
+    split, punctuation dropped, ``Mr.`` → ``mister``, ``10`` → ``ten``."""
     words = re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("-", " ")).split()
     return [_SPELLED_OUT.get(word, word) for word in words]
 

@@ -37,7 +37,7 @@ from selfattn.models.config import StackConfig
 from selfattn.models.decoder import Decoder
 from selfattn.models.encoder import Encoder
 from selfattn.pretrained.errors import PretrainedError
-from selfattn.pretrained.weights import pretrained_folder
+from selfattn.pretrained.weights import PRETRAINED, pretrained_folder
 
 __all__ = [
     "WhisperConfig",
@@ -45,6 +45,7 @@ __all__ = [
     "WhisperEncoder",
     "WhisperModel",
     "hf_name",
+    "is_whisper_checkpoint",
     "load_whisper",
 ]
 
@@ -315,6 +316,20 @@ def _checked_names(model: WhisperModel, path: Path) -> dict[str, str]:
     ):
         raise PretrainedError(f"{path}: tensor proj_out.weight is not the embedding's shape")
     return {ours: theirs for theirs, (ours, _) in wanted.items()}
+
+
+def is_whisper_checkpoint(name_or_path: str | Path) -> bool:
+    """Whether ``name_or_path`` names a Whisper checkpoint: a registered one converted to
+    Whisper (``whisper-base``), or a folder whose ``config.json`` says ``model_type``
+    ``whisper``. Reads one small file at most; fetches nothing."""
+    name = str(name_or_path)
+    if name in PRETRAINED:
+        return name.startswith("whisper")
+    try:
+        config = json.loads((Path(name).expanduser() / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model_type") == "whisper"
 
 
 def load_whisper(folder_or_name: str | Path) -> WhisperModel:
