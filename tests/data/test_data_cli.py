@@ -58,6 +58,7 @@ def test_list_shows_origin_size_and_fetched(
         "solubility-logs",
         "speaker-jv",
         "translate-de-en",
+        "whisper-base",
         "wsj-constructions",
     ]
     assert rows["translate-de-en"].split()[1:] == [
