@@ -97,6 +97,8 @@ def whisper_folder() -> Path:
     try:
         return PRETRAINED["whisper-base"].fetch()
     except PretrainedError as err:
+        if "cannot be fetched" not in str(err):
+            raise  # fetched, but the conversion failed: a bug, not a missing network
         pytest.skip(f"whisper-base: its weights cannot be fetched here ({err})")
 
 
