@@ -7,8 +7,9 @@
 * :mod:`.bert` — :class:`BertEncoder`, a BERT checkpoint's weights in selfattn's own
   embeddings and :class:`~selfattn.models.Encoder` (every layer equal to Hugging Face's
   ``BertModel`` to 1e-5; no ``transformers`` at run time);
-* :mod:`.ctranslate2` — a CTranslate2 model file read and a Whisper one converted to a
-  Hugging Face folder (how ``whisper-base`` is fetched);
+* :mod:`.ctranslate2` — a CTranslate2 model file read without CTranslate2, and
+  :mod:`.ct2_whisper` — a Whisper one converted to a Hugging Face folder (how
+  ``whisper-base`` is fetched);
 * :mod:`.whisper` — :func:`load_whisper`, Whisper's encoder and decoder on selfattn's
   stacks (equal to Hugging Face's ``WhisperForConditionalGeneration`` to 1e-4);
 * :mod:`.transcribe` — :func:`transcribe`: a recording's transcript, greedy from

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from selfattn.attention.cache import DecoderCache
 from selfattn.data.readers.audio import read_audio
-from selfattn.pretrained.ctranslate2 import WHISPER_SPECIALS
+from selfattn.pretrained.ct2_whisper import WHISPER_SPECIALS
 from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.weights import pretrained_folder
 from selfattn.pretrained.whisper import WhisperModel, load_whisper

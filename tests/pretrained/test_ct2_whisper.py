@@ -16,7 +16,8 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from selfattn.pretrained.ctranslate2 import convert_ct2_whisper, read_ct2
+from selfattn.pretrained.ct2_whisper import convert_ct2_whisper
+from selfattn.pretrained.ctranslate2 import read_ct2
 from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.weights import WHISPER_BASE
 
