@@ -37,7 +37,7 @@ from selfattn.models.config import StackConfig
 from selfattn.models.decoder import Decoder
 from selfattn.models.encoder import Encoder
 from selfattn.pretrained.errors import PretrainedError
-from selfattn.pretrained.weights import PRETRAINED, pretrained_folder
+from selfattn.pretrained.weights import PRETRAINED, convert_whisper_base, pretrained_folder
 
 __all__ = [
     "WhisperConfig",
@@ -324,7 +324,7 @@ def is_whisper_checkpoint(name_or_path: str | Path) -> bool:
     ``whisper``. Reads one small file at most; fetches nothing."""
     name = str(name_or_path)
     if name in PRETRAINED:
-        return name.startswith("whisper")
+        return PRETRAINED[name].convert is convert_whisper_base
     try:
         config = json.loads((Path(name).expanduser() / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
