@@ -35,6 +35,7 @@ def test_list_shows_origin_size_and_fetched(
         "digit-strings-espeak",
         "digits",
         "digits-espeak",
+        "distilbert-cased",
         "fashion-mnist",
         "karate",
         "listops-short",
@@ -57,6 +58,7 @@ def test_list_shows_origin_size_and_fetched(
         "solubility-logs",
         "speaker-jv",
         "translate-de-en",
+        "whisper-base",
         "wsj-constructions",
     ]
     assert rows["translate-de-en"].split()[1:] == [

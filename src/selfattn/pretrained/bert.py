@@ -48,9 +48,22 @@ __all__ = [
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 
-#: ``model_type`` values whose checkpoints have BERT's layout and arithmetic. RoBERTa is
-#: left out on purpose: its positions start at ``pad_token_id + 1``.
-BERT_MODEL_TYPES = frozenset({"bert"})
+#: ``model_type`` values whose checkpoints have BERT's layout and arithmetic. DistilBERT is
+#: BERT without token types (other key and tensor names: :data:`DISTILBERT_KEYS`,
+#: :func:`parameter_map`). RoBERTa is left out on purpose: its positions start at
+#: ``pad_token_id + 1``.
+BERT_MODEL_TYPES = frozenset({"bert", "distilbert"})
+
+#: A DistilBERT ``config.json`` key → BERT's.
+DISTILBERT_KEYS = {
+    "dim": "hidden_size",
+    "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads",
+    "hidden_dim": "intermediate_size",
+    "activation": "hidden_act",
+    "dropout": "hidden_dropout_prob",
+    "attention_dropout": "attention_probs_dropout_prob",
+}
 
 # BERT's activation names with an exact counterpart in selfattn's feed-forward network
 # ("gelu" is the erf form in Hugging Face; "gelu_new" / "gelu_pytorch_tanh" are not).
@@ -76,8 +89,9 @@ class BertConfig:
         hidden_dropout_prob: dropout on embeddings and each sub-layer's output.
         attention_probs_dropout_prob: dropout on the attention weights.
         max_position_embeddings: rows of the position table (the longest input).
-        type_vocab_size: rows of the token-type (segment) table.
+        type_vocab_size: rows of the token-type (segment) table; 0: none (DistilBERT).
         layer_norm_eps: ε of every layer norm (BERT: 1e-12).
+        model_type: ``"bert"`` or ``"distilbert"`` (which tensor names the weights have).
     """
 
     vocab_size: int
@@ -91,6 +105,7 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
     layer_norm_eps: float = 1e-12
+    model_type: str = "bert"
 
     @classmethod
     def from_file(cls, path: str | Path) -> BertConfig:
@@ -115,6 +130,8 @@ class BertConfig:
                 f"{source}: model_type {model_type!r} is not a BERT-family encoder; "
                 f"expected one of {sorted(BERT_MODEL_TYPES)}"
             )
+        if model_type == "distilbert":
+            raw = distilbert_as_bert(raw, source=source)
         position_type = raw.get("position_embedding_type", "absolute")
         if position_type != "absolute":
             raise CheckpointError(
@@ -175,8 +192,26 @@ _REQUIRED = (
 )
 
 
+def distilbert_as_bert(raw: Mapping[str, Any], *, source: str | Path) -> dict[str, Any]:
+    """A DistilBERT ``config.json`` under BERT's keys: no token types, ε 1e-12 (fixed in
+    DistilBERT's code, not in its config).
+
+    Raises:
+        CheckpointError: sinusoidal positions (``sinusoidal_pos_embds``), which this
+            loader does not build.
+    """
+    if raw.get("sinusoidal_pos_embds"):
+        raise CheckpointError(
+            f"{source}: a DistilBERT with sinusoidal_pos_embds = true is not supported; "
+            "only learned positions"
+        )
+    bert = {DISTILBERT_KEYS.get(key, key): value for key, value in raw.items()}
+    return {**bert, "type_vocab_size": 0, "layer_norm_eps": 1e-12, "model_type": "distilbert"}
+
+
 class BertEmbeddings(nn.Module):
-    """``LN(word[input_ids] + position[0 … L-1] + token_type[token_type_ids])``.
+    """``LN(word[input_ids] + position[0 … L-1] + token_type[token_type_ids])`` (no
+    token-type term for a checkpoint without them, DistilBERT's).
 
     The dropout BERT applies next is the encoder stack's ``embed_dropout``.
 
@@ -189,7 +224,11 @@ class BertEmbeddings(nn.Module):
         self.max_len = config.max_position_embeddings
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.token_type_embeddings = (
+            nn.Embedding(config.type_vocab_size, config.hidden_size)
+            if config.type_vocab_size
+            else None
+        )
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
@@ -209,14 +248,13 @@ class BertEmbeddings(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         # An exported graph cannot branch on values: its user feeds ids from the tokenizer.
-        checks = (
-            ()
-            if torch.compiler.is_exporting()
-            else (
-                ("token id", input_ids, self.word_embeddings),
-                ("token type", token_type_ids, self.token_type_embeddings),
-            )
-        )
+        checks: tuple[tuple[str, Tensor, nn.Embedding], ...] = ()
+        if not torch.compiler.is_exporting():
+            checks = (("token id", input_ids, self.word_embeddings),)
+            if self.token_type_embeddings is not None:
+                checks += (("token type", token_type_ids, self.token_type_embeddings),)
+            elif token_type_ids.numel() and bool(token_type_ids.any()):
+                raise ValueError("token type ids other than 0: this checkpoint has no segments")
         for name, ids, table in checks:
             if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= table.num_embeddings):
                 raise ValueError(
@@ -224,11 +262,9 @@ class BertEmbeddings(nn.Module):
                     f"outside the checkpoint's 0…{table.num_embeddings - 1}"
                 )
         positions = torch.arange(length, device=input_ids.device)
-        x = (
-            self.word_embeddings(input_ids)
-            + self.position_embeddings(positions)
-            + self.token_type_embeddings(token_type_ids)
-        )
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions)
+        if self.token_type_embeddings is not None:
+            x = x + self.token_type_embeddings(token_type_ids)
         return self.norm(x)
 
 
@@ -323,41 +359,59 @@ def load_bert(name_or_folder: str | Path) -> BertEncoder:
     return BertEncoder.from_folder(pretrained_folder(name_or_folder))
 
 
-def parameter_map(num_layers: int) -> dict[str, str]:
-    """selfattn's parameter name → Hugging Face ``BertModel``'s, for a ``num_layers`` model.
+def parameter_map(num_layers: int, model_type: str = "bert") -> dict[str, str]:
+    """selfattn's parameter name → Hugging Face's (``BertModel``'s, or ``DistilBertModel``'s
+    for ``model_type = "distilbert"``), for a ``num_layers`` model.
 
     The pooler (``pooler.dense``) and pre-training heads (``cls.*``) have no counterpart:
     task heads are selfattn's own.
     """
+    distil = model_type == "distilbert"
     names = {
         "embeddings.word_embeddings.weight": "embeddings.word_embeddings.weight",
         "embeddings.position_embeddings.weight": "embeddings.position_embeddings.weight",
-        "embeddings.token_type_embeddings.weight": "embeddings.token_type_embeddings.weight",
         "embeddings.norm.weight": "embeddings.LayerNorm.weight",
         "embeddings.norm.bias": "embeddings.LayerNorm.bias",
     }
-    modules = {
-        "self_attn.q_proj": "attention.self.query",
-        "self_attn.k_proj": "attention.self.key",
-        "self_attn.v_proj": "attention.self.value",
-        "self_attn.out_proj": "attention.output.dense",
-        "norm1": "attention.output.LayerNorm",
-        "feedforward.in_proj": "intermediate.dense",
-        "feedforward.out_proj": "output.dense",
-        "norm2": "output.LayerNorm",
-    }
+    if not distil:
+        names["embeddings.token_type_embeddings.weight"] = "embeddings.token_type_embeddings.weight"
+    modules = DISTILBERT_MODULES if distil else BERT_MODULES
+    layer = "transformer.layer" if distil else "encoder.layer"
     for index in range(num_layers):
         for ours, theirs in modules.items():
             for kind in ("weight", "bias"):
-                names[f"encoder.layers.{index}.{ours}.{kind}"] = (
-                    f"encoder.layer.{index}.{theirs}.{kind}"
-                )
+                names[f"encoder.layers.{index}.{ours}.{kind}"] = f"{layer}.{index}.{theirs}.{kind}"
     return names
 
 
+#: A block's modules: selfattn's name → ``BertModel``'s.
+BERT_MODULES = {
+    "self_attn.q_proj": "attention.self.query",
+    "self_attn.k_proj": "attention.self.key",
+    "self_attn.v_proj": "attention.self.value",
+    "self_attn.out_proj": "attention.output.dense",
+    "norm1": "attention.output.LayerNorm",
+    "feedforward.in_proj": "intermediate.dense",
+    "feedforward.out_proj": "output.dense",
+    "norm2": "output.LayerNorm",
+}
+#: A block's modules: selfattn's name → ``DistilBertModel``'s.
+DISTILBERT_MODULES = {
+    "self_attn.q_proj": "attention.q_lin",
+    "self_attn.k_proj": "attention.k_lin",
+    "self_attn.v_proj": "attention.v_lin",
+    "self_attn.out_proj": "attention.out_lin",
+    "norm1": "sa_layer_norm",
+    "feedforward.in_proj": "ffn.lin1",
+    "feedforward.out_proj": "ffn.lin2",
+    "norm2": "output_layer_norm",
+}
+
+
 def read_weights(path: Path) -> dict[str, Tensor]:
-    """Every tensor of a safetensors file, under Hugging Face ``BertModel``'s names: a
-    task model's ``bert.`` prefix is dropped, and TensorFlow-era ``LayerNorm.gamma`` /
+    """Every tensor of a safetensors file, under Hugging Face ``BertModel``'s (or
+    ``DistilBertModel``'s) names: a task model's ``bert.`` or ``distilbert.`` prefix is
+    dropped, and TensorFlow-era ``LayerNorm.gamma`` /
     ``beta`` become ``weight`` / ``bias``."""
     if not path.is_file():
         raise CheckpointError(f"{path}: not a BERT folder: {WEIGHTS_FILE} is missing")
@@ -369,7 +423,7 @@ def read_weights(path: Path) -> dict[str, Tensor]:
         ) from None
     weights = {}
     for name, tensor in raw.items():
-        name = name.removeprefix("bert.")
+        name = name.removeprefix("bert.").removeprefix("distilbert.")
         name = name.replace("LayerNorm.gamma", "LayerNorm.weight")
         weights[name.replace("LayerNorm.beta", "LayerNorm.bias")] = tensor
     return weights
@@ -386,7 +440,8 @@ def match_weights(
     """
     config = model.config
     weights_file, config_file = folder / WEIGHTS_FILE, folder / CONFIG_FILE
-    extra_layer = f"encoder.layer.{config.num_hidden_layers}."
+    layers = "transformer.layer" if config.model_type == "distilbert" else "encoder.layer"
+    extra_layer = f"{layers}.{config.num_hidden_layers}."
     if any(name.startswith(extra_layer) for name in weights):
         raise CheckpointError(
             f"{weights_file}: holds more than the {config.num_hidden_layers} layers "
@@ -394,7 +449,7 @@ def match_weights(
         )
     expected = model.state_dict()
     state = {}
-    for ours, theirs in parameter_map(config.num_hidden_layers).items():
+    for ours, theirs in parameter_map(config.num_hidden_layers, config.model_type).items():
         if theirs not in weights:
             raise CheckpointError(f"{weights_file}: tensor {theirs!r} is missing")
         tensor, shape = weights[theirs], expected[ours].shape

@@ -1,0 +1,328 @@
+"""Speech to text with a Whisper checkpoint: a recording in, its transcript out.
+
+The decoder starts from Whisper's task prefix — ``<|startoftranscript|>``, the language
+(``<|en|>``), ``<|transcribe|>``, ``<|notimestamps|>`` — and emits the most probable token
+at each step (greedy) until ``<|endoftext|>``, with a
+:class:`~selfattn.attention.cache.DecoderCache`: one new position per step, the
+encoder's keys and values projected once. The checkpoint's suppressed tokens are never
+emitted, and its "begin" ones (a blank, ``<|endoftext|>``) not first, as Whisper decodes.
+
+Whisper reads 30 s at a time: a longer recording is refused in one line naming its length.
+A silent recording (no sample louder than :data:`SILENCE_PEAK`) has an empty transcript,
+and so has one where Whisper's own no-speech rule holds: ``<|nocaptions|>`` more probable
+than :data:`NO_SPEECH_THRESHOLD` after the start token, and the emitted tokens' mean
+log-probability below :data:`LOG_PROB_THRESHOLD` (noise).
+
+>>> transcribe("whisper-base", "recording.wav")
+'He was not an ill-disposed young man.'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from selfattn.attention.cache import DecoderCache
+from selfattn.data.readers.audio import read_audio
+from selfattn.pretrained.ct2_whisper import WHISPER_SPECIALS
+from selfattn.pretrained.errors import PretrainedError
+from selfattn.pretrained.weights import pretrained_folder
+from selfattn.pretrained.whisper import WhisperModel, load_whisper
+from selfattn.speech.alignment import edit_distance
+from selfattn.speech.whisper_mel import (
+    WHISPER_HOP,
+    WHISPER_SAMPLE_RATE,
+    whisper_log_mel,
+)
+
+__all__ = [
+    "LOG_PROB_THRESHOLD",
+    "NO_SPEECH_THRESHOLD",
+    "SILENCE_PEAK",
+    "Decoded",
+    "Transcriber",
+    "WhisperTokenizer",
+    "greedy_tokens",
+    "transcribe",
+    "transcript_words",
+    "word_error_rate",
+]
+
+#: Above this probability of ``<|nocaptions|>`` after ``<|startoftranscript|>``, a window
+#: whose tokens average below :data:`LOG_PROB_THRESHOLD` holds no speech (Whisper's
+#: ``no_speech_threshold`` and ``logprob_threshold``).
+NO_SPEECH_THRESHOLD = 0.6
+LOG_PROB_THRESHOLD = -1.0
+#: A recording whose loudest sample stays below this (−60 dBFS) is silent: its transcript is
+#: empty without running the model, which on digital silence says "you" with confidence.
+SILENCE_PEAK = 1e-3
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """What greedy decoding of one recording found.
+
+    Attributes:
+        ids: the emitted ids, ``<|endoftext|>`` not included.
+        mean_log_prob: the mean log-probability of the emitted ids and ``<|endoftext|>``.
+        no_speech: the probability of ``<|nocaptions|>`` after ``<|startoftranscript|>``
+            (0.0 when the vocabulary has none).
+    """
+
+    ids: list[int]
+    mean_log_prob: float
+    no_speech: float
+
+    @property
+    def is_silence(self) -> bool:
+        """Whisper's no-speech rule: probably no speech, and no confident words."""
+        return self.no_speech > NO_SPEECH_THRESHOLD and self.mean_log_prob < LOG_PROB_THRESHOLD
+
+
+@dataclass(frozen=True)
+class WhisperTokenizer:
+    """A Whisper ``tokenizer.json``: the byte-level BPE and the special tokens' ids.
+
+    Attributes:
+        tokenizer: the ``tokenizers`` tokenizer.
+        eot_id: ``<|endoftext|>``; every id from it on is special (tasks, languages,
+            timestamps) and never printed.
+        start_id, transcribe_id, no_timestamps_id: the task prefix's tokens.
+        no_speech_id: ``<|nocaptions|>`` (``<|nospeech|>`` in later vocabularies), or
+            ``None``.
+    """
+
+    tokenizer: Tokenizer
+    eot_id: int
+    start_id: int
+    transcribe_id: int
+    no_timestamps_id: int
+    no_speech_id: int | None
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> WhisperTokenizer:
+        """Read ``folder/tokenizer.json``.
+
+        Raises:
+            PretrainedError: missing, unreadable, or without Whisper's special tokens.
+        """
+        path = folder / "tokenizer.json"
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as error:  # tokenizers raises a bare Exception for a bad file
+            reason = "missing" if not path.is_file() else f"not a tokenizer.json ({error})"
+            raise PretrainedError(f"{path}: {reason}") from None
+        ids = [tokenizer.token_to_id(name) for name in WHISPER_SPECIALS]
+        missing = [name for name, i in zip(WHISPER_SPECIALS, ids, strict=True) if i is None]
+        if missing:
+            raise PretrainedError(f"{path}: lacks Whisper's special tokens {missing}")
+        no_speech = tokenizer.token_to_id("<|nocaptions|>")
+        if no_speech is None:
+            no_speech = tokenizer.token_to_id("<|nospeech|>")
+        eot, start, task, no_timestamps = (int(i) for i in ids if i is not None)
+        return cls(tokenizer, eot, start, task, no_timestamps, no_speech)
+
+    def language_id(self, language: str) -> int:
+        """The id of ``<|language|>`` (``"en"`` → 50259).
+
+        Raises:
+            PretrainedError: the vocabulary has no such language token.
+        """
+        token_id = self.tokenizer.token_to_id(f"<|{language}|>")
+        if token_id is None:
+            raise PretrainedError(f"no language token <|{language}|> in this Whisper vocabulary")
+        return int(token_id)
+
+    def prefix(self, language: str = "en") -> list[int]:
+        """The task prefix: start of transcript, language, transcribe, no timestamps."""
+        return [
+            self.start_id,
+            self.language_id(language),
+            self.transcribe_id,
+            self.no_timestamps_id,
+        ]
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of ``ids``, special tokens (every id ≥ ``<|endoftext|>``) left out."""
+        return str(self.tokenizer.decode([i for i in ids if i < self.eot_id])).strip()
+
+
+def _suppression(model: WhisperModel, ids: tuple[int, ...]) -> Tensor:
+    """``(V,)`` True at ``ids`` (those inside the vocabulary)."""
+    mask = torch.zeros(model.config.vocab_size, dtype=torch.bool)
+    mask[[i for i in ids if 0 <= i < mask.shape[0]]] = True
+    return mask
+
+
+@torch.no_grad()
+def greedy_tokens(
+    model: WhisperModel,
+    features: Tensor,
+    prefix: list[int],
+    *,
+    max_new_tokens: int | None = None,
+    no_speech_id: int | None = None,
+) -> Decoded:
+    """Greedy decoding of one recording from ``prefix`` until ``<|endoftext|>``.
+
+    Args:
+        model: the Whisper model, in eval mode.
+        features: ``(n_mels, F)`` log-mel frames of one recording.
+        prefix: the task prefix's ids.
+        max_new_tokens: most tokens emitted (default: as many as the decoder's positions
+            leave after the prefix).
+        no_speech_id: ``<|nocaptions|>``, whose probability after the start token is
+            returned.
+
+    Returns:
+        The ids, their mean log-probability and the probability of no speech.
+    """
+    config = model.config
+    room = config.max_target_positions - len(prefix)
+    max_new_tokens = room if max_new_tokens is None else min(max_new_tokens, room)
+    memory = model.encoder(features.unsqueeze(0))  # (1, S, E)
+    cache = DecoderCache(capacity=len(prefix) + max_new_tokens)
+    logits = model.decoder(torch.tensor([prefix]), memory, cache=cache)[0]  # (T, V)
+    no_speech = 0.0
+    if no_speech_id is not None:
+        no_speech = float(logits[0].softmax(-1)[no_speech_id])
+    logits = logits[-1]
+    suppress = _suppression(model, config.suppress_tokens)
+    first = suppress | _suppression(model, config.begin_suppress_tokens)
+    emitted: list[int] = []
+    log_prob = 0.0
+    for step in range(max_new_tokens):
+        token = int(logits.masked_fill(first if step == 0 else suppress, float("-inf")).argmax())
+        log_prob += float(logits.log_softmax(-1)[token])
+        if token == config.eot_id:
+            break
+        emitted.append(token)
+        if step + 1 < max_new_tokens:
+            logits = model.decoder(torch.tensor([[token]]), memory, cache=cache)[0, -1]
+    return Decoded(emitted, log_prob / max(1, len(emitted) + 1), no_speech)
+
+
+class Transcriber:
+    """A loaded Whisper checkpoint and its tokenizer, to transcribe many recordings.
+
+    Args:
+        folder_or_name: ``"whisper-base"`` or a Hugging Face Whisper folder.
+        language: the language token of the task prefix (``"en"``).
+
+    Raises:
+        PretrainedError: not a Whisper folder, a tensor missing or mis-shaped, or a
+            tokenizer without Whisper's special tokens (one line).
+    """
+
+    def __init__(self, folder_or_name: str | Path, *, language: str = "en") -> None:
+        folder = pretrained_folder(folder_or_name)
+        self.folder = folder
+        self.tokenizer = WhisperTokenizer.from_folder(folder)
+        self.prefix = self.tokenizer.prefix(language)
+        self.model = load_whisper(folder)
+
+    @property
+    def max_seconds(self) -> float:
+        """The longest recording the encoder reads (30 s for Whisper)."""
+        frames = 2 * self.model.config.max_source_positions
+        return frames * WHISPER_HOP / WHISPER_SAMPLE_RATE
+
+    def __call__(self, wav_path: str | Path) -> str:
+        """The transcript of one WAV or FLAC recording (any rate: resampled to 16 kHz).
+
+        Raises:
+            FileNotFoundError: no such file.
+            DataError: not an audio file, or one with no samples (one line).
+            PretrainedError: longer than :attr:`max_seconds` (one line naming its length).
+        """
+        samples, _ = read_audio(wav_path, sample_rate=WHISPER_SAMPLE_RATE)
+        seconds = samples.shape[0] / WHISPER_SAMPLE_RATE
+        if seconds > self.max_seconds:
+            raise PretrainedError(
+                f"{wav_path}: {seconds:.1f} s long; Whisper reads at most "
+                f"{self.max_seconds:g} s at a time (cut the recording into shorter ones)"
+            )
+        if float(abs(samples).max()) < SILENCE_PEAK:
+            return ""
+        num_samples = int(self.max_seconds * WHISPER_SAMPLE_RATE)
+        features = whisper_log_mel(
+            samples, n_mels=self.model.config.num_mel_bins, num_samples=num_samples
+        )
+        decoded = greedy_tokens(
+            self.model, features, self.prefix, no_speech_id=self.tokenizer.no_speech_id
+        )
+        return "" if decoded.is_silence else self.tokenizer.decode(decoded.ids)
+
+
+#: What a transcript writes short and references spell out (a small part of Whisper's
+#: English text normaliser): titles, and the numbers up to twenty.
+_NUMBERS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+]
+_SPELLED_OUT = {
+    "mr": "mister",
+    "mrs": "missus",
+    "dr": "doctor",
+    **{str(n): word for n, word in enumerate(_NUMBERS)},
+}
+
+
+def transcript_words(text: str) -> list[str]:
+    """The words of a transcript as references write them: lower case, hyphenated words
+    split, punctuation dropped, ``Mr.`` → ``mister``, ``10`` → ``ten``."""
+    words = re.sub(r"[^a-z0-9' ]+", " ", text.lower().replace("-", " ")).split()
+    return [_SPELLED_OUT.get(word, word) for word in words]
+
+
+def word_error_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Σ word edit distance / Σ reference words, over :func:`transcript_words`."""
+    errors = total = 0
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        words = transcript_words(reference)
+        errors += edit_distance(transcript_words(hypothesis), words)
+        total += len(words)
+    return errors / max(total, 1)
+
+
+def transcribe(folder_or_name: str | Path, wav_path: str | Path, *, language: str = "en") -> str:
+    """The transcript of one recording by a Whisper checkpoint (greedy, no timestamps).
+
+    Args:
+        folder_or_name: ``"whisper-base"`` (fetched and converted on first use) or a
+            Hugging Face Whisper folder.
+        wav_path: a WAV or FLAC file of at most 30 s, any sample rate.
+        language: the language token of the task prefix.
+
+    Returns:
+        The text, stripped; ``""`` for a recording without speech.
+
+    Raises:
+        PretrainedError / DataError: as :class:`Transcriber` and its call (one line each).
+    """
+    return Transcriber(folder_or_name, language=language)(wav_path)
