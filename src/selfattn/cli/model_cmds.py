@@ -15,6 +15,8 @@ from selfattn.config import load_config
 from selfattn.data.batching.lengths import unit
 from selfattn.data.types import Example
 from selfattn.messages import plural
+from selfattn.pretrained.transcribe import transcribe
+from selfattn.pretrained.whisper import is_whisper_checkpoint
 from selfattn.tasks import Predictor, run
 from selfattn.tasks.run import batches_per_epoch, prepare
 from selfattn.train import distributed
@@ -283,7 +285,12 @@ def warn(command: str, message: str) -> None:
 
 def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn predict``."""
-    parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
+    parser.add_argument(
+        "checkpoint",
+        type=Path,
+        help="a run folder or a checkpoint folder; or whisper-base (or a Hugging Face "
+        "Whisper folder) to transcribe a recording of at most 30 s",
+    )
     parser.add_argument("text", metavar="INPUT", help=INPUT_HELP)
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
@@ -303,8 +310,18 @@ def fitted(predictor: Predictor, example: Example, args: argparse.Namespace) -> 
 
 def run_predict(args: argparse.Namespace) -> int:
     """One line per input: tags per token (token task), the label with probabilities
-    (sequence task), the value (regression) or the decoded output (seq2seq)."""
+    (sequence task), the value (regression) or the decoded output (seq2seq); a Whisper
+    checkpoint (``whisper-base`` or a Hugging Face Whisper folder) prints the transcript
+    of a recording."""
     options = decoding_options(args)
+    if is_whisper_checkpoint(args.checkpoint):
+        if options or args.truncate:
+            raise ValueError(
+                f"{args.checkpoint}: a Whisper checkpoint decodes greedily here; drop "
+                "--beam, --sample, --temperature, --truncate and the like"
+            )
+        print(transcribe(args.checkpoint, args.text))
+        return 0
     predictor = Predictor(args.checkpoint)
     for example in predictor.read(args.text, command="predict"):
         print(predictor.predict(fitted(predictor, example, args), **options))
