@@ -6,13 +6,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile
 from PIL import Image
 
 from selfattn.data import DataError
-from selfattn.data.readers import user_images
+from selfattn.data.readers import audio, user_images
 from selfattn.data.readers.user_input import InputDescription, describe_input, read_input
 from selfattn.data.recipes.graphs import ELEMENTS
+from selfattn.speech.features import SAMPLE_RATE
 
 SPEECH = describe_input(
     "d",
@@ -79,3 +82,54 @@ def test_an_image_at_the_bounds_is_read(tmp_path: Path) -> None:
     Image.new("L", (user_images.MAX_ASPECT * 8, 8), 255).save(path)
     example = read_input(str(path), IMAGE)
     assert example.features is not None and example.features.shape == (28 * 28, 1)
+
+
+# -------------------------------------------------------------------------- audio
+
+
+def _wav(path: Path, samples: np.ndarray, rate: int = SAMPLE_RATE, subtype: str = "FLOAT") -> str:
+    soundfile.write(path, samples, rate, subtype=subtype)
+    return str(path)
+
+
+@pytest.mark.parametrize(("value", "shown"), [(np.nan, "nan"), (np.inf, "inf"), (1e30, "1e+30")])
+def test_a_float_wav_of_samples_that_are_not_finite_is_refused(
+    value: float, shown: str, tmp_path: Path
+) -> None:
+    """It printed NaN probabilities, exit 0."""
+    samples = np.full(SAMPLE_RATE // 2, 0.1, np.float32)
+    samples[1234] = value
+    path = _wav(tmp_path / "bad.wav", samples)
+    refused(path, SPEECH, f"{path}: sample 1234 is {shown}", "finite")
+
+
+def test_a_bad_sample_in_a_second_channel_is_found(tmp_path: Path) -> None:
+    samples = np.full((SAMPLE_RATE // 2, 2), 0.1, np.float32)
+    samples[77, 1] = -np.inf
+    path = _wav(tmp_path / "stereo.wav", samples)
+    refused(path, SPEECH, f"{path}: sample 77 is -inf")
+
+
+@pytest.mark.parametrize("rate", [1, 999, 384_001])
+def test_a_sample_rate_out_of_bounds_is_refused_before_resampling(
+    rate: int, tmp_path: Path
+) -> None:
+    """A 16 KB WAV whose header says 1 Hz resampled to 16 kHz ran past 180 s at 4.3 GB."""
+    samples = (np.sin(np.arange(8000) / 10) * 3000).astype(np.int16)
+    path = _wav(tmp_path / "slow.wav", samples, rate, subtype="PCM_16")
+    refused(path, SPEECH, f"{path}: sample rate {rate} Hz", "1,000 to 384,000 Hz")
+
+
+def test_a_recording_too_long_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    rate = audio.MIN_SAMPLE_RATE
+    samples = np.zeros(audio.MAX_SECONDS * rate + rate, np.int16)
+    path = _wav(tmp_path / "long.wav", samples, rate, subtype="PCM_16")
+    refused(path, SPEECH, f"{path}: 601.0 s of audio", f"up to {audio.MAX_SECONDS} s")
+
+
+def test_audio_at_the_bounds_is_read(tmp_path: Path) -> None:
+    rate = audio.MIN_SAMPLE_RATE
+    samples = np.sin(np.arange(rate) / 3).astype(np.float32)
+    samples[10] = -audio.MAX_AMPLITUDE  # loud, but finite and within the bound
+    example = read_input(_wav(tmp_path / "low.wav", samples, rate), SPEECH)
+    assert example.features is not None and np.isfinite(example.features).all()
