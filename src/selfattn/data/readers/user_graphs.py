@@ -114,7 +114,7 @@ def graph_example(data: Any, description: InputDescription, source: str, where: 
         return _molecule_json(nodes, edges, source, where)
     try:
         features = np.asarray(nodes, dtype=np.float32).reshape(len(nodes), -1)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer past float64
         raise DataError(f"{where}: nodes must be lists of numbers, all of one length") from None
     if features.shape[1] == 0 or not np.isfinite(features).all():
         raise DataError(f"{where}: node features must be finite numbers, at least one each")
