@@ -253,6 +253,10 @@ def png_cases(rng: random.Random) -> Iterator[Case]:
     for width, height in [(100_000, 1), (1, 100_000), (2**31 - 1, 2**31 - 1), (65_000, 65_000)]:
         yield f"IHDR declaring {width} × {height}", png_declaring(valid, width, height)
     yield "one pixel", png(1, 1, rng)
+    for width, height in [(1, 100_000), (100_000, 1), (4097, 3), (300, 2)]:
+        buffer = io.BytesIO()
+        Image.new("L", (width, height)).save(buffer, format="PNG")  # valid, and hostile
+        yield f"a valid {width} × {height} picture", buffer.getvalue()
 
 
 def graph_cases(rng: random.Random, *, molecule: bool) -> Iterator[Case]:
