@@ -18,11 +18,8 @@ The folder is read with ``json`` and ``safetensors`` alone (``config.json``,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -30,13 +27,28 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from selfattn.blocks.encoder_block import EncoderBlock
-from selfattn.blocks.feedforward import ActivationName
-from selfattn.models.config import StackConfig
 from selfattn.models.encoder import Encoder, EncoderOutput
-from selfattn.pretrained.weights import PretrainedError, pretrained_folder
+from selfattn.pretrained.bert_config import (
+    BERT_MODEL_TYPES,
+    BERT_MODULES,
+    CONFIG_FILE,
+    DISTILBERT_KEYS,
+    DISTILBERT_MODULES,
+    WEIGHTS_FILE,
+    BertConfig,
+    check_layer_count,
+    hf_name,
+    layer_prefix,
+    one_line,
+)
+from selfattn.pretrained.safetensors_header import CheckpointError
+from selfattn.pretrained.weights import pretrained_folder
 
 __all__ = [
     "BERT_MODEL_TYPES",
+    "CONFIG_FILE",
+    "DISTILBERT_KEYS",
+    "WEIGHTS_FILE",
     "BertConfig",
     "BertEmbeddings",
     "BertEncoder",
@@ -44,169 +56,6 @@ __all__ = [
     "load_bert",
     "parameter_map",
 ]
-
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-
-#: ``model_type`` values whose checkpoints have BERT's layout and arithmetic. DistilBERT is
-#: BERT without token types (other key and tensor names: :data:`DISTILBERT_KEYS`,
-#: :func:`parameter_map`). RoBERTa is left out on purpose: its positions start at
-#: ``pad_token_id + 1``.
-BERT_MODEL_TYPES = frozenset({"bert", "distilbert"})
-
-#: A DistilBERT ``config.json`` key → BERT's.
-DISTILBERT_KEYS = {
-    "dim": "hidden_size",
-    "n_layers": "num_hidden_layers",
-    "n_heads": "num_attention_heads",
-    "hidden_dim": "intermediate_size",
-    "activation": "hidden_act",
-    "dropout": "hidden_dropout_prob",
-    "attention_dropout": "attention_probs_dropout_prob",
-}
-
-# BERT's activation names with an exact counterpart in selfattn's feed-forward network
-# ("gelu" is the erf form in Hugging Face; "gelu_new" / "gelu_pytorch_tanh" are not).
-_ACTIVATIONS: dict[str, ActivationName] = {"gelu": "gelu", "relu": "relu"}
-
-
-class CheckpointError(PretrainedError):
-    """A checkpoint folder whose config or weights cannot be loaded: one line naming the
-    file and the problem (a ``ValueError``, so the CLI prints it and exits with status 2)."""
-
-
-@dataclass(frozen=True)
-class BertConfig:
-    """The fields of a Hugging Face BERT ``config.json`` that shape the model.
-
-    Attributes:
-        vocab_size: rows of the word-embedding table.
-        hidden_size: E.
-        num_hidden_layers: number of encoder blocks.
-        num_attention_heads: H.
-        intermediate_size: hidden size of the feed-forward network.
-        hidden_act: ``"gelu"`` (exact, erf) or ``"relu"``.
-        hidden_dropout_prob: dropout on embeddings and each sub-layer's output.
-        attention_probs_dropout_prob: dropout on the attention weights.
-        max_position_embeddings: rows of the position table (the longest input).
-        type_vocab_size: rows of the token-type (segment) table; 0: none (DistilBERT).
-        layer_norm_eps: ε of every layer norm (BERT: 1e-12).
-        model_type: ``"bert"`` or ``"distilbert"`` (which tensor names the weights have).
-    """
-
-    vocab_size: int
-    hidden_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    intermediate_size: int
-    hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    layer_norm_eps: float = 1e-12
-    model_type: str = "bert"
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> BertConfig:
-        """Read a ``config.json``; every problem is a one-line :class:`CheckpointError`."""
-        path = Path(path)
-        if not path.is_file():
-            raise CheckpointError(f"{path}: not a BERT folder: {CONFIG_FILE} is missing")
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise CheckpointError(f"{path}: not valid JSON ({one_line(error)})") from None
-        if not isinstance(raw, dict):
-            raise CheckpointError(f"{path}: expected a JSON object")
-        return cls.from_dict(raw, source=path)
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any], *, source: str | Path = CONFIG_FILE) -> BertConfig:
-        """The config in ``raw`` (a parsed ``config.json``); ``source`` names it in errors."""
-        model_type = raw.get("model_type")
-        if model_type not in BERT_MODEL_TYPES:
-            raise CheckpointError(
-                f"{source}: model_type {model_type!r} is not a BERT-family encoder; "
-                f"expected one of {sorted(BERT_MODEL_TYPES)}"
-            )
-        if model_type == "distilbert":
-            raw = distilbert_as_bert(raw, source=source)
-        position_type = raw.get("position_embedding_type", "absolute")
-        if position_type != "absolute":
-            raise CheckpointError(
-                f"{source}: position_embedding_type {position_type!r} is not supported; "
-                "only 'absolute'"
-            )
-        if raw.get("is_decoder") or raw.get("add_cross_attention"):
-            raise CheckpointError(f"{source}: a BERT decoder (is_decoder / add_cross_attention)")
-        fields = {name: raw[name] for name in cls.__dataclass_fields__ if name in raw}
-        missing = [name for name in _REQUIRED if name not in fields]
-        if missing:
-            raise CheckpointError(f"{source}: missing {', '.join(missing)}")
-        for name in _REQUIRED:
-            if not isinstance(fields[name], int) or fields[name] < 1:
-                raise CheckpointError(
-                    f"{source}: {name} must be a positive integer, got {fields[name]!r}"
-                )
-        config = cls(**fields)
-        if config.hidden_act not in _ACTIVATIONS:
-            raise CheckpointError(
-                f"{source}: hidden_act {config.hidden_act!r} has no exact counterpart here; "
-                f"supported: {sorted(_ACTIVATIONS)}"
-            )
-        if config.hidden_size % config.num_attention_heads:
-            raise CheckpointError(
-                f"{source}: hidden_size ({config.hidden_size}) is not divisible by "
-                f"num_attention_heads ({config.num_attention_heads})"
-            )
-        return config
-
-    def stack_config(self) -> StackConfig:
-        """The selfattn stack: post-LN, exact GELU, BERT's ε, no positional encoding in the
-        stack (:class:`BertEmbeddings` adds it) and no final norm (post-LN blocks end in
-        one)."""
-        return StackConfig(
-            self.hidden_size,
-            self.num_attention_heads,
-            self.intermediate_size,
-            num_layers=self.num_hidden_layers,
-            dropout=self.hidden_dropout_prob,
-            attention_dropout=self.attention_probs_dropout_prob,
-            activation=_ACTIVATIONS[self.hidden_act],
-            norm_first=False,
-            layer_norm_eps=self.layer_norm_eps,
-            positional=None,
-            max_len=self.max_position_embeddings,
-            final_norm=False,
-            embed_dropout=self.hidden_dropout_prob,
-        )
-
-
-_REQUIRED = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-)
-
-
-def distilbert_as_bert(raw: Mapping[str, Any], *, source: str | Path) -> dict[str, Any]:
-    """A DistilBERT ``config.json`` under BERT's keys: no token types, ε 1e-12 (fixed in
-    DistilBERT's code, not in its config).
-
-    Raises:
-        CheckpointError: sinusoidal positions (``sinusoidal_pos_embds``), which this
-            loader does not build.
-    """
-    if raw.get("sinusoidal_pos_embds"):
-        raise CheckpointError(
-            f"{source}: a DistilBERT with sinusoidal_pos_embds = true is not supported; "
-            "only learned positions"
-        )
-    bert = {DISTILBERT_KEYS.get(key, key): value for key, value in raw.items()}
-    return {**bert, "type_vocab_size": 0, "layer_norm_eps": 1e-12, "model_type": "distilbert"}
 
 
 class BertEmbeddings(nn.Module):
@@ -376,7 +225,7 @@ def parameter_map(num_layers: int, model_type: str = "bert") -> dict[str, str]:
     if not distil:
         names["embeddings.token_type_embeddings.weight"] = "embeddings.token_type_embeddings.weight"
     modules = DISTILBERT_MODULES if distil else BERT_MODULES
-    layer = "transformer.layer" if distil else "encoder.layer"
+    layer = layer_prefix(model_type)
     for index in range(num_layers):
         for ours, theirs in modules.items():
             for kind in ("weight", "bias"):
@@ -384,34 +233,9 @@ def parameter_map(num_layers: int, model_type: str = "bert") -> dict[str, str]:
     return names
 
 
-#: A block's modules: selfattn's name → ``BertModel``'s.
-BERT_MODULES = {
-    "self_attn.q_proj": "attention.self.query",
-    "self_attn.k_proj": "attention.self.key",
-    "self_attn.v_proj": "attention.self.value",
-    "self_attn.out_proj": "attention.output.dense",
-    "norm1": "attention.output.LayerNorm",
-    "feedforward.in_proj": "intermediate.dense",
-    "feedforward.out_proj": "output.dense",
-    "norm2": "output.LayerNorm",
-}
-#: A block's modules: selfattn's name → ``DistilBertModel``'s.
-DISTILBERT_MODULES = {
-    "self_attn.q_proj": "attention.q_lin",
-    "self_attn.k_proj": "attention.k_lin",
-    "self_attn.v_proj": "attention.v_lin",
-    "self_attn.out_proj": "attention.out_lin",
-    "norm1": "sa_layer_norm",
-    "feedforward.in_proj": "ffn.lin1",
-    "feedforward.out_proj": "ffn.lin2",
-    "norm2": "output_layer_norm",
-}
-
-
 def read_weights(path: Path) -> dict[str, Tensor]:
-    """Every tensor of a safetensors file, under Hugging Face ``BertModel``'s (or
-    ``DistilBertModel``'s) names: a task model's ``bert.`` or ``distilbert.`` prefix is
-    dropped, and TensorFlow-era ``LayerNorm.gamma`` /
+    """Every tensor of a safetensors file, under Hugging Face ``BertModel``'s names: a
+    task model's ``bert.`` prefix is dropped, and TensorFlow-era ``LayerNorm.gamma`` /
     ``beta`` become ``weight`` / ``bias``."""
     if not path.is_file():
         raise CheckpointError(f"{path}: not a BERT folder: {WEIGHTS_FILE} is missing")
@@ -421,12 +245,7 @@ def read_weights(path: Path) -> dict[str, Tensor]:
         raise CheckpointError(
             f"{path}: not a readable safetensors file, truncated or corrupt ({one_line(error)})"
         ) from None
-    weights = {}
-    for name, tensor in raw.items():
-        name = name.removeprefix("bert.").removeprefix("distilbert.")
-        name = name.replace("LayerNorm.gamma", "LayerNorm.weight")
-        weights[name.replace("LayerNorm.beta", "LayerNorm.bias")] = tensor
-    return weights
+    return {hf_name(name): tensor for name, tensor in raw.items()}
 
 
 def match_weights(
@@ -440,13 +259,7 @@ def match_weights(
     """
     config = model.config
     weights_file, config_file = folder / WEIGHTS_FILE, folder / CONFIG_FILE
-    layers = "transformer.layer" if config.model_type == "distilbert" else "encoder.layer"
-    extra_layer = f"{layers}.{config.num_hidden_layers}."
-    if any(name.startswith(extra_layer) for name in weights):
-        raise CheckpointError(
-            f"{weights_file}: holds more than the {config.num_hidden_layers} layers "
-            f"{config_file} says (num_hidden_layers)"
-        )
+    check_layer_count(weights, config.num_hidden_layers, folder, config.model_type)
     expected = model.state_dict()
     state = {}
     for ours, theirs in parameter_map(config.num_hidden_layers, config.model_type).items():
@@ -460,8 +273,3 @@ def match_weights(
             )
         state[ours] = tensor.to(torch.float32)
     return state
-
-
-def one_line(error: BaseException) -> str:
-    """An exception's message on one line."""
-    return " ".join(str(error).split())

@@ -30,6 +30,19 @@ __all__ = [
 
 AudioFormat = Literal["WAV", "FLAC"]
 
+#: The sample rates read, in Hz: from below telephone speech (8 kHz) to studio masters
+#: (384 kHz). A header outside them lies (or the file is not audio); resampling a 1 Hz
+#: file to 16 kHz would make 16,000 samples of every one.
+MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 1_000, 384_000
+#: The longest recording read, in seconds, and the most channels: together they bound the
+#: samples held (10 minutes of 384 kHz stereo is 1.8 GB of float32).
+MAX_SECONDS = 600
+MAX_CHANNELS = 8
+#: The largest sample magnitude read (a float file's full scale is ±1; integer files are
+#: read within it): past it, squaring the samples for the spectrum overflows or the
+#: features mean nothing.
+MAX_AMPLITUDE = 1_000.0
+
 
 #: libsndfile's names of the containers read, by the name messages give them: RIFF/WAVE
 #: (WAVEX: WAVE_FORMAT_EXTENSIBLE; RF64: WAVE past 4 GB) and FLAC.
@@ -63,8 +76,9 @@ def read_audio(
 
     Raises:
         FileNotFoundError: no such file.
-        DataError: a directory, a file of another format, or one with no samples; the
-            one-line message starts with the path.
+        DataError: a directory, a file of another format, one with no samples, one out
+            of bounds (:func:`check_size`) or holding samples that are not finite numbers
+            (:func:`check_samples`); the one-line message starts with the path.
     """
     path = Path(path)
     wanted = " or ".join(formats)  # "WAV or FLAC"
@@ -84,11 +98,53 @@ def read_audio(
         raise DataError(f"{path}: not a {wanted} file (it is {info.format_info})")
     if info.frames == 0:
         raise DataError(f"{path}: empty {found[0]} file (no samples)")
+    check_size(path, info.samplerate, info.frames, info.channels)
     data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)  # (N, channels)
+    check_samples(path, data)
     samples = data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]
     if sample_rate is not None and sample_rate != rate:
         return resample(samples, rate, sample_rate), sample_rate
     return np.ascontiguousarray(samples), int(rate)
+
+
+def check_size(path: Path, rate: int, frames: int, channels: int) -> None:
+    """Refuse, from the header, a sample rate outside :data:`MIN_SAMPLE_RATE` …
+    :data:`MAX_SAMPLE_RATE`, a recording past :data:`MAX_SECONDS` or over
+    :data:`MAX_CHANNELS` channels.
+
+    Raises:
+        DataError: one line naming the file, what its header says and the limit.
+    """
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise DataError(
+            f"{path}: sample rate {rate} Hz; audio is read at {MIN_SAMPLE_RATE:,} to "
+            f"{MAX_SAMPLE_RATE:,} Hz"
+        )
+    if frames > MAX_SECONDS * rate:
+        raise DataError(
+            f"{path}: {frames / rate:,.1f} s of audio; recordings are read up to {MAX_SECONDS} "
+            "s (cut it into shorter files)"
+        )
+    if channels > MAX_CHANNELS:
+        raise DataError(f"{path}: {channels} channels; audio is read up to {MAX_CHANNELS}")
+
+
+def check_samples(path: Path, data: np.ndarray) -> None:
+    """Refuse ``(N, channels)`` samples holding NaN, an infinity or a magnitude past
+    :data:`MAX_AMPLITUDE`.
+
+    Raises:
+        DataError: ``path: sample 1234 is nan; …``, the first bad sample's index (in
+            frames from the start).
+    """
+    bad = ~(np.abs(data) <= MAX_AMPLITUDE)  # NaN compares false, so it is bad too
+    if bad.any():
+        frame = int(np.flatnonzero(bad.any(axis=1))[0])
+        value = float(data[frame][bad[frame]][0])
+        raise DataError(
+            f"{path}: sample {frame} is {value:g}; audio samples must be finite and within "
+            f"±{MAX_AMPLITUDE:g} (full scale is ±1)"
+        )
 
 
 def read_wav(path: str | Path, *, sample_rate: int | None = None) -> tuple[np.ndarray, int]:

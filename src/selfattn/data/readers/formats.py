@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import math
 import re
 import zipfile
 from collections.abc import Iterator
@@ -339,6 +340,10 @@ def npz_arrays(path: Path) -> dict[str, np.ndarray]:
         raise DataError(f"{path}: a single .npy array, not an .npz archive (expected {plain})")
     arrays = {}
     with loaded:
+        archive = loaded.zip
+        assert archive is not None  # an open NpzFile's
+        for info in archive.infolist():
+            _check_declared_size(path, archive, info, plain)
         for key in loaded.files:
             try:
                 arrays[key] = loaded[key]
@@ -350,6 +355,34 @@ def npz_arrays(path: Path) -> dict[str, np.ndarray]:
             except (OSError, EOFError, zipfile.BadZipFile):
                 raise DataError(f"{path}: array {key!r} is damaged (expected {plain})") from None
     return arrays
+
+
+def _check_declared_size(
+    path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, plain: str
+) -> None:
+    """Refuse an archive member whose ``.npy`` header declares more bytes than the member
+    holds, before NumPy allocates what it declares (a 300-byte file can declare 10 TiB)."""
+    key = info.filename.removesuffix(".npy")
+    try:
+        with archive.open(info) as handle:
+            version = np.lib.format.read_magic(handle)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(handle)
+            held = info.file_size - handle.tell()
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, SyntaxError, TypeError):
+        raise DataError(f"{path}: array {key!r} is damaged (expected {plain})") from None
+    if any(n < 0 for n in shape):
+        raise DataError(f"{path}: array {key!r} declares shape {shape} (expected {plain})")
+    declared = math.prod(shape) * dtype.itemsize
+    if not dtype.hasobject and declared > held:
+        raise DataError(
+            f"{path}: array {key!r} declares shape {shape} of {dtype} ({declared:,} bytes) "
+            f"but holds {held:,} bytes"
+        )
 
 
 def _npz_task(

@@ -46,6 +46,14 @@ _SYMBOLS = """H He Li Be B C N O F Ne Na Mg Al Si P S Cl Ar K Ca Sc Ti V Cr Mn F
     Np Pu Am Cm Bk Cf Es Fm Md No Lr Rf Db Sg Bh Hs Mt Ds Rg Cn Nh Fl Mc Lv Ts Og"""
 PERIODIC_TABLE = frozenset(_SYMBOLS.split())
 
+#: The most nodes and edges a user's graph may have. Every graph of the recipes has under
+#: 100 nodes; the bounds are far above any model's max_len, and they cap the reader's work
+#: (an input past max_len is the predictor's to refuse or cut, after it is read).
+MAX_NODES = 10_000
+MAX_EDGES = 100_000
+#: The largest graph JSON file read (bytes): far above what MAX_NODES nodes take.
+MAX_JSON_BYTES = 64 * 2**20
+
 
 def molecule_settings() -> dict[str, Any]:
     """The atom featurisation's settings as a checkpoint stores them (and compares them)."""
@@ -63,11 +71,18 @@ def parse_json(text: str, where: object) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise DataError(f"{where}: not valid JSON ({err.msg}, line {err.lineno})") from None
+    except RecursionError:  # the parser recurses once per nested list or object
+        raise DataError(f"{where}: JSON nested too deeply to be a graph") from None
 
 
 def read_json(path: Path) -> Any:
     """A UTF-8 JSON file parsed; anything else is a one-line :class:`DataError`."""
     try:
+        size = path.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise DataError(
+                f"{path}: {size:,} bytes; graph JSON is read up to {MAX_JSON_BYTES:,} bytes"
+            )
         return parse_json(path.read_text(encoding="utf-8"), path)
     except (OSError, UnicodeDecodeError) as err:
         raise DataError(f"{path}: cannot read as UTF-8 text ({err})") from None
@@ -87,6 +102,7 @@ def graph_example(data: Any, description: InputDescription, source: str, where: 
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
         raise DataError(f'{where}: expected {{"nodes": [at least one], "edges": [[i, j], ...]}}')
     nodes, edges = data["nodes"], data.get("edges", [])
+    check_size(len(nodes), len(edges) if isinstance(edges, list) else 0, where)
     bonds = description.kind == "molecule" and all(isinstance(n, str) for n in nodes)
     for k, edge in enumerate(edges if isinstance(edges, list) else [None]):
         ok = isinstance(edge, list) and len(edge) in ((2, 3) if bonds else (2,))
@@ -98,7 +114,7 @@ def graph_example(data: Any, description: InputDescription, source: str, where: 
         return _molecule_json(nodes, edges, source, where)
     try:
         features = np.asarray(nodes, dtype=np.float32).reshape(len(nodes), -1)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer past float64
         raise DataError(f"{where}: nodes must be lists of numbers, all of one length") from None
     if features.shape[1] == 0 or not np.isfinite(features).all():
         raise DataError(f"{where}: node features must be finite numbers, at least one each")
@@ -123,6 +139,20 @@ def graph_example(data: Any, description: InputDescription, source: str, where: 
     return Example(None, features, NO_LABEL, source, pairs, edge_features)
 
 
+def check_size(nodes: int, edges: int, where: object) -> None:
+    """Refuse a graph of more than :data:`MAX_NODES` nodes or :data:`MAX_EDGES` edges.
+
+    Raises:
+        DataError: ``where: 100000 nodes and 99999 edges; a graph is read up to …``.
+    """
+    if nodes > MAX_NODES or edges > MAX_EDGES:
+        raise DataError(
+            f"{where}: {nodes} nodes and {edges} edges; a graph is read up to {MAX_NODES} "
+            f"nodes and {MAX_EDGES} edges (selfattn.data.readers.user_graphs.MAX_NODES, "
+            "MAX_EDGES)"
+        )
+
+
 def _molecule_json(nodes: list[str], edges: list[list[int]], source: str, where: object) -> Example:
     """Atoms ``"C"``, ``"N+"``, ``"O-2"`` and bonds ``[i, j, order]`` (order 1 unless
     given) → the solubility recipes' :func:`~selfattn.data.recipes.graphs.molecule_example`."""
@@ -137,13 +167,16 @@ def _molecule_json(nodes: list[str], edges: list[list[int]], source: str, where:
         elements.append(element)
         charges.append(0 if sign is None else int(f"{sign}{count or 1}"))
     bonds: list[tuple[int, int, int]] = []
+    joined: set[tuple[int, int]] = set()  # each bond's atoms, the smaller first
     for a, b, *order in edges:
         bond = (a, b, order[0] if order else 1)
-        if a == b or {a, b} in ({x, y} for x, y, _ in bonds) or bond[2] not in BOND_ORDERS:
+        pair = (min(a, b), max(a, b))
+        if a == b or pair in joined or bond[2] not in BOND_ORDERS:
             raise DataError(
                 f"{where}: bond {a}-{b} of order {bond[2]}: list each bond once, between two "
                 f"atoms, with an order in {list(BOND_ORDERS)}"
             )
+        joined.add(pair)
         bonds.append(bond)
     molecule = Molecule("", tuple(elements), tuple(charges), tuple(bonds))
     return replace(molecule_example(molecule, NO_LABEL), source=source)

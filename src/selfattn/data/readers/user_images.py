@@ -20,6 +20,12 @@ from selfattn.data.readers.user_description import InputDescription
 from selfattn.data.specials import NO_LABEL
 from selfattn.data.types import DataError, Example
 
+#: The longest side read, in pixels (a phone's photo is 4032 × 3024), and the most the
+#: long side may exceed the short one: padding to the grid's proportions makes an
+#: ``(h, w)`` picture about ``max(h, w)²`` pixels, so both bound the memory spent on it.
+MAX_SIDE = 4096
+MAX_ASPECT = 16
+
 # ----------------------------------------------------------------------- train time
 
 
@@ -103,7 +109,8 @@ def read_image(path: Path, description: InputDescription, source: str) -> Exampl
         for an lra-image model.
 
     Raises:
-        DataError: a file Pillow cannot read, or a damaged one.
+        DataError: a file Pillow cannot read, a damaged one, or one too large or too
+            narrow (:func:`check_size`).
     """
     from PIL import Image, UnidentifiedImageError
 
@@ -111,10 +118,13 @@ def read_image(path: Path, description: InputDescription, source: str) -> Exampl
     height, width, channels = description.grid
     try:
         with Image.open(path) as image:
+            check_size(path, *image.size)  # from the header, before any pixel is decoded
             image.load()
             pixels = _unit_pixels(image, channels)  # (h, w, C)
     except (UnidentifiedImageError, Image.DecompressionBombError) as err:
         raise DataError(f"{path}: not an image Pillow can read ({err})") from None
+    except DataError:
+        raise
     except (OSError, SyntaxError, ValueError) as err:  # truncated or damaged
         raise DataError(f"{path}: damaged image ({err})") from None
     if (float(_border(pixels).mean()) >= 0.5) != (description.background == "light"):
@@ -134,6 +144,21 @@ def read_image(path: Path, description: InputDescription, source: str) -> Exampl
     return Example(
         None, levels.astype(np.float32) / np.float32(description.levels), NO_LABEL, source
     )
+
+
+def check_size(path: Path, width: int, height: int) -> None:
+    """Refuse a picture with a side over :data:`MAX_SIDE` or proportions past
+    :data:`MAX_ASPECT`.
+
+    Raises:
+        DataError: ``photo.png: 100000 × 1 pixels; images are read up to …``.
+    """
+    long, short = max(width, height), min(width, height)
+    if long > MAX_SIDE or short < 1 or long > MAX_ASPECT * short:
+        raise DataError(
+            f"{path}: {width} × {height} pixels; images are read up to {MAX_SIDE} pixels a "
+            f"side and {MAX_ASPECT}:1 (shrink or crop it first)"
+        )
 
 
 def _unit_pixels(image: Any, channels: int) -> np.ndarray:
