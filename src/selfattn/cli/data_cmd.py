@@ -11,7 +11,6 @@ import argparse
 import re
 
 from selfattn.data import RECIPES
-from selfattn.data.fetch.sources import Source
 from selfattn.pretrained.weights import PRETRAINED
 
 
@@ -59,24 +58,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _row(name: str) -> tuple[str, str, Source, bool]:
-    """Task column, input column, source and whether fetched, for a recipe or weights."""
+def _row(name: str) -> tuple[str, str, float, bool, str]:
+    """Task column, input column, download size (MB), whether fetched and origin, for a
+    recipe or weights (whose origin names every archive and the licence)."""
     if name in PRETRAINED:
         weights = PRETRAINED[name]
-        return "pretrained", "weights", weights.source, weights.is_fetched()
+        origin = f"{weights.origin()}, licence {weights.licence}"
+        return "pretrained", "weights", weights.download_mb, weights.is_fetched(), origin
     recipe = RECIPES[name]
-    return recipe.task, recipe.input, recipe.source, recipe.is_fetched()
+    source = recipe.source
+    return recipe.task, recipe.input, source.download_mb, recipe.is_fetched(), source.origin()
 
 
 def _list() -> None:
     width = max(len(name) for name in _names())
     print(f"{'name':<{width}} {'task':<10} {'input':<8} {'download':>9}  {'fetched':<8} source")
     for name in _names():
-        task, kind, source, fetched = _row(name)
+        task, kind, size, fetched, origin = _row(name)
         # Generated data downloads nothing: "-" rather than a misleading "0.0MB".
-        size = source.download_mb
         download = f"{size:>7.1f}MB" if size else f"{'-':>9}"
         print(
             f"{name:<{width}} {task:<10} {kind:<8} {download}  "
-            f"{'yes' if fetched else 'no':<8} {source.origin()}"
+            f"{'yes' if fetched else 'no':<8} {origin}"
         )
