@@ -63,8 +63,10 @@ def mlp_layers(in_dim: int, hidden_dim: int, num_layers: int, dropout: float) ->
 #: the attention group's defaults (dense softmax of scaled dot products) and no positions;
 #: a Conformer is pre-normalised; only a Conformer has a convolution (``window_k``).
 _STACK_DEFAULTS = {
-    **{name: getattr(AttentionOptions(), name) for name in ("attention", "score", "normalizer")},
-    "attention_dropout": None,
+    **{
+        name: getattr(AttentionOptions(), name)
+        for name in ("attention", "attention_dropout", "score", "normalizer")
+    },
     "positional": None,
     "norm_first": True,
     "window_k": 5,
@@ -77,7 +79,9 @@ def stack_config(config: EncoderOptions, *, max_len: int = 512) -> StackConfig:
     kernel ``2·window_k + 1``."""
 
     def read(name: str) -> Any:
-        return getattr(config, name, _STACK_DEFAULTS.get(name))
+        if name in _STACK_DEFAULTS:
+            return getattr(config, name, _STACK_DEFAULTS[name])
+        return getattr(config, name)  # every attention stack's (heads, include_self, …)
 
     attention = config.attention_options() if isinstance(config, AttentionOptions) else {}
     return StackConfig(
