@@ -38,7 +38,7 @@ from torch import Tensor, nn
 
 from selfattn.config import load_config
 from selfattn.data import Batch, batches
-from selfattn.models.options import ModelConfig
+from selfattn.models.architectures import GraphOptions
 from selfattn.models.task_model import build_model_from_spec
 from selfattn.tasks import Prepared, prepare
 
@@ -80,7 +80,7 @@ class PyGTransformer(nn.Module):
     """The same model as selfattn's ``graph`` encoder + mean pooling, from ``TransformerConv``."""
 
     def __init__(
-        self, config: ModelConfig, feature_dim: int, edge_dim: int, num_labels: int
+        self, config: GraphOptions, feature_dim: int, edge_dim: int, num_labels: int
     ) -> None:
         from torch_geometric.nn import TransformerConv
 
@@ -117,7 +117,7 @@ class PyGTransformer(nn.Module):
 class Ours(nn.Module):
     """selfattn's task model, reading the padded batch."""
 
-    def __init__(self, prepared: Prepared, config: ModelConfig) -> None:
+    def __init__(self, prepared: Prepared, config: GraphOptions) -> None:
         super().__init__()
         self.model = build_model_from_spec(config, prepared.spec)  # solubility: "sequence"
 
@@ -213,13 +213,15 @@ def main() -> None:
         return epochs_data[epoch]
 
     spec = prepared.spec
+    options = config.model
+    assert isinstance(options, GraphOptions), "a graph config (karate, solubility)"
     models: dict[str, nn.Module] = {}
     for name in ("selfattn", "pyg"):
         torch.manual_seed(args.seed)
         models[name] = (
-            Ours(prepared, config.model)
+            Ours(prepared, options)
             if name == "selfattn"
-            else PyGTransformer(config.model, spec.feature_dim or 0, spec.edge_dim, spec.num_labels)
+            else PyGTransformer(options, spec.feature_dim or 0, spec.edge_dim, spec.num_labels)
         )
     forward = per_batch_seconds(models, train_data(0), backward=False)
     step = per_batch_seconds(models, train_data(0), backward=True)

@@ -37,7 +37,7 @@ the feed-forward hidden layer and before the head (18 masks per step at 4 layers
 PyTorch's masks and ``F.linear``; ``bert`` is BERT's placement, ``model.ffn_dropout = 0``
 and ``model.head_dropout = 0`` (13 masks, as BertForMaskedLM draws); ``bert-uniform`` adds
 ``model.dropout_masks = "uniform"`` (masks thresholded from ``torch.rand`` noise,
-:mod:`selfattn.attention.dropout`); ``default`` is ModelConfig's defaults: that (their
+:mod:`selfattn.attention.dropout`); ``default`` is the [model] defaults: that (their
 ``"auto"`` masks are uniform on the CPU) and ``model.linear_layers = "auto"`` (the linear
 layers' forward and input gradient by oneDNN's linear on the CPU,
 :class:`selfattn.attention.packed_linear.OneDNNLinear`).
@@ -77,13 +77,13 @@ from torch import Tensor, nn
 
 from selfattn.data.types import Batch
 from selfattn.models.linear_layers import use_linear_layers
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskModel, build_model
 from selfattn.runtime import machine_busy_seconds
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
 SIDES = ("ours", "torch", "hf")
-#: Dropout placements of ours, as ModelConfig fields.
+#: Dropout placements of ours, as [model] fields.
 PLACEMENTS: dict[str, dict[str, Any]] = {
     "everywhere": {
         "ffn_dropout": None,
@@ -122,7 +122,7 @@ def build_ours(
 ) -> TaskModel:
     """selfattn's token model: embedding → learned positions → post-LN Encoder → E → V,
     with the dropout ``placement`` (a key of :data:`PLACEMENTS`)."""
-    config = ModelConfig(
+    config = model_options(
         embed_dim=size.embed_dim,
         num_heads=size.num_heads,
         num_layers=size.num_layers,
@@ -356,7 +356,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--shapes", default="32x128", help="comma-separated BxL (default: %(default)s)"
     )
     parser.add_argument("--vocab", type=int, default=8192)
-    parser.add_argument("--dropout", type=float, default=0.1, help="ModelConfig's default")
+    parser.add_argument("--dropout", type=float, default=0.1, help="the [model] default")
     parser.add_argument("--steps", type=int, default=7, help="timed steps per side")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per side")
     parser.add_argument(
@@ -376,7 +376,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=list(PLACEMENTS),
         help="ours' dropout placement: everywhere (the defaults before 2026-11-26), bert "
         "(model.ffn_dropout = model.head_dropout = 0), bert-uniform (and "
-        'model.dropout_masks = "uniform"), default (ModelConfig\'s: and '
+        'model.dropout_masks = "uniform"), default (the [model] defaults: and '
         'model.linear_layers = "auto")',
     )
     parser.add_argument(

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from selfattn.models.options import ModelConfig
+from selfattn.models.option_groups import ModelOptions
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import build_model
 
 
-def build(config: ModelConfig, task: str, *, num_labels: int = 2, **inputs: Any) -> Any:
+def with_options(options: ModelOptions, **changes: Any) -> ModelOptions:
+    """``options`` with ``changes``, which may name another architecture (its options then
+    keep what it reads; the rest must be unset, as a ``[model]`` table's)."""
+    return model_options(**{**vars(options), **changes})
+
+
+def build(config: ModelOptions, task: str, *, num_labels: int = 2, **inputs: Any) -> Any:
     """:func:`~selfattn.models.task_model.build_model` of ``config`` for ``task`` with
     ``num_labels`` labels; ``inputs`` are its other arguments (``feature_dim=3``,
     ``edge_dim=2`` …), and the kinds of input they leave out (words, characters, vectors)

@@ -12,7 +12,7 @@ from selfattn.attention import attention
 from selfattn.attention.dropout import UniformDropout, draws_uniform, uniform_dropout
 from selfattn.data.types import Batch
 from selfattn.kernels.dense import DenseKernel
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.seq2seq_builder import build_seq2seq_model
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import TaskSpec, build_model_from_spec
@@ -88,17 +88,17 @@ def test_dense_kernel_refuses_an_unknown_kind() -> None:
 
 def test_model_config_refuses_an_unknown_kind() -> None:
     with pytest.raises(ValueError, match=r"^model.dropout_masks: unknown kind 'binary'"):
-        ModelConfig(dropout_masks="binary")  # type: ignore[arg-type]
+        model_options(dropout_masks="binary")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("architecture", ["transformer", "conformer", "bigru"])
 def test_every_dropout_layer_draws_uniform_masks(architecture: str) -> None:
-    config = ModelConfig(architecture=architecture, embed_dim=16, ffn_dim=16, dropout=0.1)
+    config = model_options(architecture=architecture, embed_dim=16, ffn_dim=16, dropout=0.1)
     torch.manual_seed(0)
     ours = build_model_from_spec(config, TOKEN)
     torch.manual_seed(0)
     uniform = build_model_from_spec(
-        ModelConfig(**{**vars(config), "dropout_masks": "uniform"}), TOKEN
+        model_options(**{**vars(config), "dropout_masks": "uniform"}), TOKEN
     )
     dropouts = [m for m in uniform.modules() if isinstance(m, nn.Dropout)]
     assert dropouts and all(type(m) is UniformDropout for m in dropouts)
@@ -118,7 +118,7 @@ def test_every_dropout_layer_draws_uniform_masks(architecture: str) -> None:
 def test_seq2seq_reads_dropout_masks() -> None:
     spec = TaskSpec(task="seq2seq", num_labels=20, vocab_size=20, max_len=16)
     model = build_seq2seq_model(
-        ModelConfig(embed_dim=16, ffn_dim=16, dropout_masks="uniform"), Seq2SeqConfig(), spec
+        model_options(embed_dim=16, ffn_dim=16, dropout_masks="uniform"), Seq2SeqConfig(), spec
     )
     assert not [m for m in model.modules() if type(m) is nn.Dropout]
     kernels = [m for m in model.modules() if isinstance(m, DenseKernel)]
@@ -128,9 +128,9 @@ def test_seq2seq_reads_dropout_masks() -> None:
 def test_bernoulli_masks_are_pytorchs() -> None:
     """``"bernoulli"`` (the former default) builds exactly what was built before the option
     existed; the default is now ``"auto"``."""
-    assert ModelConfig().dropout_masks == "auto"
+    assert model_options().dropout_masks == "auto"
     model = build_model_from_spec(
-        ModelConfig(embed_dim=16, ffn_dim=16, dropout_masks="bernoulli"), TOKEN
+        model_options(embed_dim=16, ffn_dim=16, dropout_masks="bernoulli"), TOKEN
     )
     assert all(type(m) is nn.Dropout for m in model.modules() if isinstance(m, nn.Dropout))
     assert all(

@@ -15,7 +15,7 @@ import torch
 
 from selfattn.cli.main import main
 from selfattn.export import TOLERANCE, refusal, wrap
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.tasks import Predictor
 
 from ..helpers_models import build
@@ -187,7 +187,7 @@ def test_help_names_the_formats(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_graph_models_are_refused() -> None:
     """torch.export stops at the edge attention's check of the edge list's values."""
-    config = ModelConfig(
+    config = model_options(
         architecture="graph", embed_dim=16, num_heads=2, num_layers=1, positional=None
     )
     model = build(config, "token", num_labels=3, feature_dim=3)
@@ -205,7 +205,7 @@ def test_an_image_model_exports_with_a_dynamic_batch(
     from selfattn.data.vocab import LabelVocabulary
     from selfattn.export import export_run
 
-    config = ModelConfig(
+    config = model_options(
         embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16, positional=None,
         grid_positional="sinusoidal2d", patch_size=patch_size, pooling="cls",
     )  # fmt: skip

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from selfattn.data import Batch, Collator, Example, LabelVocabulary
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskModel
 
 from ..helpers_models import build
@@ -17,7 +17,7 @@ LABELS = LabelVocabulary(["a", "b"])
 
 
 def _model(task: str, num_layers: int, edge_dim: int | None = EDGE_DIM) -> TaskModel:
-    config = ModelConfig(
+    config = model_options(
         architecture="graph", embed_dim=16, num_heads=2, num_layers=num_layers, ffn_dim=32
     )
     model: TaskModel = build(config, task, feature_dim=FEATURES, edge_dim=edge_dim)

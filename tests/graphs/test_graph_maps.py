@@ -11,7 +11,7 @@ from selfattn.data import Collator, Example, LabelVocabulary
 from selfattn.data.types import Batch
 from selfattn.kernels import edge_attention
 from selfattn.models.graph import GraphAttention
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskModel
 
 from ..helpers_models import build
@@ -26,7 +26,7 @@ EDGES = {
 
 
 def _model(num_layers: int = 2, **options: object) -> TaskModel:
-    config = ModelConfig(
+    config = model_options(
         architecture="graph",
         embed_dim=16,
         num_heads=HEADS,

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from selfattn.data import Batch, Collator, DataError, Example, LabelVocabulary
 from selfattn.models.heads import SequenceRegressor
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskSpec
 from selfattn.tasks import evaluate, regression_loss
 
@@ -72,7 +72,7 @@ def test_evaluate_reports_rmse_and_mae_for_a_regression_model() -> None:
 
 
 def test_a_regression_task_model_returns_one_number_per_set() -> None:
-    config = ModelConfig(architecture="graph", embed_dim=8, num_heads=2, ffn_dim=16)
+    config = model_options(architecture="graph", embed_dim=8, num_heads=2, ffn_dim=16)
     model = build(
         config, "regression", num_labels=1, feature_dim=2, target_mean=-2.7, target_std=2.0
     )

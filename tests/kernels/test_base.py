@@ -19,7 +19,7 @@ from selfattn.kernels import (
     register_kernel,
 )
 from selfattn.models import Encoder, StackConfig
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 
 from .helpers import small_kernel
 
@@ -171,11 +171,11 @@ def test_encoder_builds_one_kernel_per_block() -> None:
 
 
 def test_model_config_names_the_variant() -> None:
-    assert ModelConfig().attention == "dense" and ModelConfig().attention_options() == {}
+    assert model_options().attention == "dense" and model_options().attention_options() == {}
     with pytest.raises(ValueError, match=r"model\.attention: unknown variant 'fast'"):
-        ModelConfig(attention="fast")
+        model_options(attention="fast")
     with pytest.raises(ValueError, match="attention 'dense' has no size"):
-        ModelConfig(attention_size=64)
+        model_options(attention_size=64)
 
 
 def test_memory_meter_sees_a_quadratic_matrix_and_not_a_fused_one() -> None:

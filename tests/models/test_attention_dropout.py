@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from selfattn.attention import MultiHeadAttention
 from selfattn.models import Conformer, Decoder, Encoder, StackConfig
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.seq2seq import Seq2SeqTransformer, decoder_like
 from selfattn.models.task_model import build_model
 
@@ -61,7 +61,7 @@ def test_no_attention_dropout_keeps_the_fused_kernel_in_training(
 
 
 def test_model_config_threads_it_through_and_checks_it() -> None:
-    config = ModelConfig(
+    config = model_options(
         embed_dim=16,
         num_heads=2,
         dropout=0.1,
@@ -80,4 +80,4 @@ def test_model_config_threads_it_through_and_checks_it() -> None:
     weights, others = _attention_and_other_dropouts(model)
     assert weights == {0.0} and others == {0.1}
     with pytest.raises(ValueError, match=r"model\.attention_dropout must be in \[0, 1\)"):
-        ModelConfig(attention_dropout=1.0)
+        model_options(attention_dropout=1.0)

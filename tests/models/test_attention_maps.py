@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from selfattn.data.types import Batch
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskModel, TaskSpec, build_model_from_spec
 
 VOCAB, LENGTHS = 20, [6, 3, 5]
@@ -26,7 +26,7 @@ def _batch(task: str = "token") -> Batch:
 
 
 def _model(task: str = "token", **options: object) -> TaskModel:
-    config = ModelConfig(**{**SMALL, **options})  # type: ignore[arg-type]
+    config = model_options(**{**SMALL, **options})  # type: ignore[arg-type]
     spec = TaskSpec(task=task, num_labels=3, vocab_size=VOCAB, max_len=16)  # type: ignore[arg-type]
     return build_model_from_spec(config, spec).eval()
 
@@ -84,7 +84,7 @@ def test_architectures_without_attention_refuse(architecture: str) -> None:
 
 
 def test_the_cnn2d_baseline_refuses_too() -> None:
-    config = ModelConfig(
+    config = model_options(
         architecture="cnn2d", embed_dim=8, num_layers=1, ffn_dim=8, positional=None
     )
     spec = TaskSpec(task="sequence", num_labels=2, feature_dim=1, image_shape=(4, 4, 1))

@@ -1,16 +1,17 @@
-"""No option silently ignored: for every task type × architecture × field of ModelConfig, a
-non-default value either changes the model built (its parameters, its structure, or its
-outputs on a fixed batch under a fixed seed) or is refused with a one-line ValueError.
+"""No option silently ignored: for every task type × architecture × ``[model]`` field (of any
+architecture's options), a non-default value either changes the model built (its
+parameters, its structure, or its outputs on a fixed batch under a fixed seed) or is
+refused with a one-line ValueError.
 
-The fields are read from ``dataclasses.fields(ModelConfig)``, so a field added without a
-non-default value here fails the first test, and one that no model reads fails the rest.
+The fields are read from the registry (:func:`~selfattn.models.registry.model_keys`), so a
+field added without a non-default value here fails the first test, and one that no model
+reads fails the rest.
 Fields that only make sense for some inputs are tried on that input: the character fields
 on text, the image fields on an image grid, every graph field on graphs with edge features.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -23,7 +24,8 @@ from selfattn.memory.copy_task import copy_inputs
 from selfattn.models.architectures import ARCHITECTURES as REGISTRY
 from selfattn.models.bits import BitsBatch, build_bits_model
 from selfattn.models.memory import MemoryTaskModel
-from selfattn.models.options import FORMER_DEFAULTS, ModelConfig, fields_read, unset
+from selfattn.models.option_groups import ModelOptions
+from selfattn.models.registry import FORMER_DEFAULTS, model_keys, model_options, unset
 from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS
 from selfattn.models.seq2seq_builder import SEQ2SEQ_MODELS, build_seq2seq_model
 from selfattn.models.seq2seq_options import Seq2SeqConfig
@@ -146,7 +148,7 @@ def _batch(task: str, kind: str) -> Batch | BitsBatch:
     return Batch(None, None, features, mask, labels, edge_index=edges, edge_attr=edge_attr)
 
 
-def _build(config: ModelConfig, task: str, kind: str) -> nn.Module:
+def _build(config: ModelOptions, task: str, kind: str) -> nn.Module:
     torch.manual_seed(0)
     if task == "bits":
         return build_bits_model(config, inputs=BITS + 2, outputs=BITS + 1)
@@ -185,7 +187,8 @@ def _changed(a: nn.Module, b: nn.Module, batch: Batch) -> bool:
 
 
 def _base(architecture: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    sizes = {name: value for name, value in SIZES.items() if name in fields_read(architecture)}
+    reads = REGISTRY[architecture].options.field_names()
+    sizes = {name: value for name, value in SIZES.items() if name in reads}
     return {"architecture": architecture, **sizes, **overrides}
 
 
@@ -197,7 +200,7 @@ def _cases(architecture: str, field: str) -> list[Case]:
 
 
 def test_every_field_has_a_value_to_try() -> None:
-    missing = [f.name for f in fields(ModelConfig) if f.name not in CHANGES]
+    missing = [name for name in model_keys() if name not in CHANGES]
     assert not missing, f"add non-default values of {missing} to CHANGES"
 
 
@@ -211,19 +214,19 @@ def _refused(error: ValueError) -> str | None:
 @pytest.mark.parametrize("task", TASKS)
 def test_every_field_is_honoured_or_refused(task: str, architecture: str) -> None:
     silent, bad_errors = [], []
-    for field in (f.name for f in fields(ModelConfig)):
+    for field in model_keys():
         kind = _input_kind(architecture, field)
         batch = _batch(task, kind)
         for overrides, changes in _cases(architecture, field):
             try:
-                base = _build(ModelConfig(**_base(architecture, overrides)), task, kind)
+                base = _build(model_options(**_base(architecture, overrides)), task, kind)
             except ValueError as error:  # the setting the value needs is refused already
                 if problem := _refused(error):
                     bad_errors.append((field, problem))
                 continue
             try:
                 changed = _build(
-                    ModelConfig(**_base(architecture, overrides | changes)), task, kind
+                    model_options(**_base(architecture, overrides | changes)), task, kind
                 )
             except ValueError as error:
                 if problem := _refused(error):
@@ -231,7 +234,8 @@ def test_every_field_is_honoured_or_refused(task: str, architecture: str) -> Non
                 continue
             # A run saved before 2026-11-26 holds the former defaults, which a model that
             # does not read the field accepts as unset (test_a_run_saved_before_... below).
-            former = field not in fields_read(architecture) and unset(field, changes[field])
+            reads = REGISTRY[architecture].options.field_names()
+            former = field not in reads and unset(field, changes[field])
             if not former and not _changed(base, changed, batch):
                 silent.append((field, changes))
     assert not bad_errors, bad_errors
@@ -270,7 +274,7 @@ def test_the_registries_give_every_combination_the_table_had() -> None:
 @pytest.mark.parametrize(("task", "architecture"), SUPPORTED)
 def test_the_base_configurations_build(task: str, architecture: str) -> None:
     kind = _input_kind(architecture, "embed_dim")
-    model = _build(ModelConfig(**_base(architecture, {})), task, kind)
+    model = _build(model_options(**_base(architecture, {})), task, kind)
     assert torch.isfinite(_outputs(model, _batch(task, kind), train=False)).all()
 
 
@@ -280,7 +284,7 @@ def test_a_run_saved_before_the_defaults_changed_still_builds(task: str, archite
     defaults of ffn_dropout, head_dropout, dropout_masks and linear_layers, also where
     its model reads none of them (an RNN, a seq2seq model's head): it must still load."""
     kind = _input_kind(architecture, "embed_dim")
-    model = _build(ModelConfig(**_base(architecture, FORMER_DEFAULTS)), task, kind)
+    model = _build(model_options(**_base(architecture, FORMER_DEFAULTS)), task, kind)
     assert torch.isfinite(_outputs(model, _batch(task, kind), train=False)).all()
 
 
@@ -296,9 +300,9 @@ def test_the_image_fields_are_honoured_on_images(architecture: str) -> None:
     batch = _batch("sequence", "image")
     for field in sorted(IMAGE_FIELDS):
         for overrides, changes in CHANGES[field]:
-            base = _build(ModelConfig(**_base(architecture, overrides)), "sequence", "image")
+            base = _build(model_options(**_base(architecture, overrides)), "sequence", "image")
             changed = _build(
-                ModelConfig(**_base(architecture, overrides | changes)), "sequence", "image"
+                model_options(**_base(architecture, overrides | changes)), "sequence", "image"
             )
             assert _changed(base, changed, batch), (architecture, field)
 
@@ -311,8 +315,10 @@ def test_adaptive_depth_is_honoured_by_the_attention_stacks(task: str, architect
     batch = _batch(task, "text")
     for field in ("halting", "ponder_weight"):
         for overrides, changes in CHANGES[field]:
-            base = _build(ModelConfig(**_base(architecture, overrides)), task, "text")
-            changed = _build(ModelConfig(**_base(architecture, overrides | changes)), task, "text")
+            base = _build(model_options(**_base(architecture, overrides)), task, "text")
+            changed = _build(
+                model_options(**_base(architecture, overrides | changes)), task, "text"
+            )
             assert _changed(base, changed, batch), (architecture, field)
 
 
@@ -326,13 +332,13 @@ def test_adaptive_depth_is_refused_where_there_is_no_shared_stack(
     kind = _input_kind(architecture, "halting")
     fields = {"share_weights": True} if architecture in ("transformer", "graph") else {}
     with pytest.raises(ValueError, match="halting") as error:
-        _build(ModelConfig(**_base(architecture, {**fields, "halting": "act"})), task, kind)
+        _build(model_options(**_base(architecture, {**fields, "halting": "act"})), task, kind)
     assert "\n" not in str(error.value)
 
 
 def test_halting_needs_shared_weights_in_one_line() -> None:
     with pytest.raises(ValueError, match=r"needs model\.share_weights = true") as error:
-        ModelConfig(halting="act")
+        model_options(halting="act")
     assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="ponder_weight"):
-        ModelConfig(share_weights=True, ponder_weight=0.5)
+        model_options(share_weights=True, ponder_weight=0.5)

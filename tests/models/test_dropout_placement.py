@@ -11,8 +11,8 @@ from torch import nn
 
 from selfattn.blocks.conformer import ConformerFeedForward
 from selfattn.blocks.feedforward import FeedForward
-from selfattn.models.options import ModelConfig
 from selfattn.models.pretrained import build_pretrained_model
+from selfattn.models.registry import model_options
 from selfattn.models.seq2seq_builder import build_seq2seq_model
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import TaskSpec, build_model_from_spec
@@ -34,7 +34,7 @@ def _hidden_rates(model: nn.Module) -> set[float]:
 
 @pytest.mark.parametrize("architecture", ["transformer", "conformer"])
 def test_none_puts_dropout_everywhere(architecture: str) -> None:
-    config = ModelConfig(architecture=architecture, ffn_dropout=None, head_dropout=None, **SIZES)
+    config = model_options(architecture=architecture, ffn_dropout=None, head_dropout=None, **SIZES)
     model = build_model_from_spec(config, TOKEN)
     assert _hidden_rates(model) == {0.1}
     assert model.head.dropout.p == 0.1
@@ -42,14 +42,14 @@ def test_none_puts_dropout_everywhere(architecture: str) -> None:
 
 @pytest.mark.parametrize("architecture", ["transformer", "conformer"])
 def test_the_default_is_bert_placement(architecture: str) -> None:
-    model = build_model_from_spec(ModelConfig(architecture=architecture, **SIZES), TOKEN)
+    model = build_model_from_spec(model_options(architecture=architecture, **SIZES), TOKEN)
     assert _hidden_rates(model) == {0.0}
     assert model.head.dropout.p == 0.0
 
 
 @pytest.mark.parametrize("architecture", ["transformer", "conformer"])
 def test_bert_placement(architecture: str) -> None:
-    config = ModelConfig(architecture=architecture, ffn_dropout=0.0, head_dropout=0.0, **SIZES)
+    config = model_options(architecture=architecture, ffn_dropout=0.0, head_dropout=0.0, **SIZES)
     model = build_model_from_spec(config, TOKEN)
     assert _hidden_rates(model) == {0.0}
     assert model.head.dropout.p == 0.0
@@ -61,41 +61,41 @@ def test_bert_placement(architecture: str) -> None:
 
 def test_sequence_head_and_other_rates() -> None:
     spec = TaskSpec(task="sequence", num_labels=2, vocab_size=20, max_len=16)
-    model = build_model_from_spec(ModelConfig(ffn_dropout=0.2, head_dropout=0.3, **SIZES), spec)
+    model = build_model_from_spec(model_options(ffn_dropout=0.2, head_dropout=0.3, **SIZES), spec)
     assert _hidden_rates(model) == {0.2}
     assert model.head.dropout.p == 0.3
 
 
 def test_baselines_honour_head_dropout_and_refuse_ffn_dropout() -> None:
-    model = build_model_from_spec(ModelConfig(architecture="bigru", head_dropout=0.3), TOKEN)
+    model = build_model_from_spec(model_options(architecture="bigru", head_dropout=0.3), TOKEN)
     assert model.head.dropout.p == 0.3
     with pytest.raises(ValueError, match=r"^model.ffn_dropout = 0.2: architecture 'bigru'"):
-        build_model_from_spec(ModelConfig(architecture="bigru", ffn_dropout=0.2), TOKEN)
+        build_model_from_spec(model_options(architecture="bigru", ffn_dropout=0.2), TOKEN)
 
 
 @pytest.mark.parametrize("name", ["ffn_dropout", "head_dropout"])
 @pytest.mark.parametrize("rate", [-0.1, 1.0])
 def test_rates_out_of_range_are_refused(name: str, rate: float) -> None:
     with pytest.raises(ValueError, match=rf"^model.{name} must be in \[0, 1\) or none"):
-        ModelConfig(**{name: rate})
+        model_options(**{name: rate})
 
 
 def test_seq2seq_reads_ffn_dropout_and_refuses_head_dropout() -> None:
     spec = TaskSpec(task="seq2seq", num_labels=20, vocab_size=20, max_len=16)
-    model = build_seq2seq_model(ModelConfig(ffn_dropout=0.2, **SIZES), Seq2SeqConfig(), spec)
+    model = build_seq2seq_model(model_options(ffn_dropout=0.2, **SIZES), Seq2SeqConfig(), spec)
     assert _hidden_rates(model) == {0.2}  # encoder and decoder blocks
     with pytest.raises(ValueError, match="no dropout before its output layer"):
-        build_seq2seq_model(ModelConfig(head_dropout=0.1, **SIZES), Seq2SeqConfig(), spec)
+        build_seq2seq_model(model_options(head_dropout=0.1, **SIZES), Seq2SeqConfig(), spec)
 
 
 def test_pretrained_takes_head_dropout_and_ffn_dropout_zero_only() -> None:
     bert = asdict(BertConfig(50, 16, 1, 2, 32))
-    config = ModelConfig(pretrained="tiny", ffn_dropout=0.0, head_dropout=0.0)
+    config = model_options(pretrained="tiny", ffn_dropout=0.0, head_dropout=0.0)
     model = build_pretrained_model(config, task="token", pretrained=bert, num_labels=3)
     assert model.head.dropout.p == 0.0
     with pytest.raises(ValueError, match="no feed-forward hidden dropout"):
         build_pretrained_model(
-            ModelConfig(pretrained="tiny", ffn_dropout=0.1),
+            model_options(pretrained="tiny", ffn_dropout=0.1),
             task="token",
             pretrained=bert,
             num_labels=3,
@@ -107,7 +107,7 @@ def test_a_fine_tune_saved_before_the_defaults_changed_still_builds() -> None:
     linear_layers = "torch" (the former defaults): BERT reads the last two and has no
     feed-forward hidden dropout, so "none" means what 0 means."""
     bert = asdict(BertConfig(50, 16, 1, 2, 32))
-    config = ModelConfig(
+    config = model_options(
         pretrained="tiny", ffn_dropout=None, dropout_masks="bernoulli", linear_layers="torch"
     )
     model = build_pretrained_model(config, task="token", pretrained=bert, num_labels=3)

@@ -19,16 +19,19 @@ from selfattn.models.early_exit import (
     exit_loss_weights,
     weighted_exit_loss,
 )
-from selfattn.models.options import ModelConfig
+from selfattn.models.option_groups import ModelOptions
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskModel, TaskSpec, build_model_from_spec
 from selfattn.tasks.early_exit import evaluate_early_exit, exit_sweep
 from selfattn.tasks.metrics import compute_loss
+
+from ..helpers_models import with_options
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 VOCAB, LABELS, LAYERS = 20, 3, 4
 LENGTHS = [7, 2, 5, 1, 6, 3]
-BASE = ModelConfig(
+BASE = model_options(
     embed_dim=16, num_heads=2, num_layers=LAYERS, ffn_dim=32, dropout=0.1, exit_heads=True
 )
 #: (task, config): both task types, both stacks, a post-LN stack (no final norm), [CLS].
@@ -37,8 +40,8 @@ CASES = [
     ("token", BASE),
     ("sequence", replace(BASE, norm_first=False, pooling="attention")),
     ("sequence", replace(BASE, pooling="cls", positional="learned")),
-    ("sequence", replace(BASE, architecture="conformer", window_k=1)),
-    ("token", replace(BASE, architecture="conformer", window_k=1, positional="rotary")),
+    ("sequence", with_options(BASE, architecture="conformer", window_k=1)),
+    ("token", with_options(BASE, architecture="conformer", window_k=1, positional="rotary")),
 ]
 IDS = ["sequence", "token", "post-ln", "cls", "conformer-sequence", "conformer-token"]
 
@@ -56,7 +59,7 @@ def _batch(task: str, lengths: list[int] = LENGTHS, seed: int = 0) -> Batch:
     return Batch(tokens.masked_fill(mask, 0), None, None, mask, labels)
 
 
-def _model(task: str, config: ModelConfig) -> EarlyExitModel:
+def _model(task: str, config: ModelOptions) -> EarlyExitModel:
     torch.manual_seed(0)
     model = build_model_from_spec(config, TaskSpec(task=task, num_labels=LABELS, vocab_size=VOCAB))
     assert isinstance(model, EarlyExitModel)
@@ -91,7 +94,7 @@ def _real(logits: Tensor, batch: Batch) -> list[Tensor]:
 
 
 @pytest.mark.parametrize(("task", "config"), CASES, ids=IDS)
-def test_threshold_zero_uses_block_one_for_every_example(task: str, config: ModelConfig) -> None:
+def test_threshold_zero_uses_block_one_for_every_example(task: str, config: ModelOptions) -> None:
     model, batch = _model(task, config), _batch(task)
     result = model.early_exit(batch, 0.0)
     assert result.layers.tolist() == [1] * len(LENGTHS)
@@ -101,7 +104,7 @@ def test_threshold_zero_uses_block_one_for_every_example(task: str, config: Mode
 
 
 @pytest.mark.parametrize(("task", "config"), CASES, ids=IDS)
-def test_a_threshold_above_one_is_the_normal_model(task: str, config: ModelConfig) -> None:
+def test_a_threshold_above_one_is_the_normal_model(task: str, config: ModelOptions) -> None:
     """Every block runs, and the answer is the full-depth model's: the exit model's own
     forward and a model built without exit heads holding the same weights."""
     model, batch = _model(task, config), _batch(task)
@@ -125,7 +128,7 @@ def test_a_threshold_above_one_is_the_normal_model(task: str, config: ModelConfi
 
 
 @pytest.mark.parametrize(("task", "config"), CASES, ids=IDS)
-def test_exited_rows_leave_the_batch_and_the_answers_stay(task: str, config: ModelConfig) -> None:
+def test_exited_rows_leave_the_batch_and_the_answers_stay(task: str, config: ModelOptions) -> None:
     """At thresholds that split the batch, each example's logits are those of the block it
     left after (every block run on the whole batch), and of running it alone; each block
     runs only on the rows still in, cut to the longest of them."""
@@ -202,7 +205,7 @@ def test_the_loss_weights_sum_to_one_and_unknown_schemes_are_refused() -> None:
     with pytest.raises(ValueError, match="choose uniform or linear"):
         exit_loss_weights("cubic", 3)
     with pytest.raises(ValueError, match=r"needs model\.exit_heads = true"):
-        ModelConfig(exit_loss_weights="linear")
+        model_options(exit_loss_weights="linear")
 
 
 def test_confidence_is_max_probability_or_one_minus_normalised_entropy() -> None:
@@ -278,8 +281,8 @@ def test_each_exit_decays_with_its_block() -> None:
 def test_exit_heads_elsewhere_are_refused_in_one_line(
     task: str, changes: dict[str, object], message: str
 ) -> None:
-    config = replace(BASE, **changes)  # type: ignore[arg-type]
     spec = TaskSpec(task=task, num_labels=1 if task == "regression" else LABELS, vocab_size=VOCAB)
     with pytest.raises(ValueError, match=message) as error:
-        build_model_from_spec(config, spec)
+        # A field another architecture does not read is refused with its options.
+        build_model_from_spec(with_options(BASE, **changes), spec)
     assert "\n" not in str(error.value)

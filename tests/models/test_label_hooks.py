@@ -11,7 +11,7 @@ from selfattn.data.types import Batch
 from selfattn.models.act import ponder_penalty
 from selfattn.models.early_exit import weighted_exit_loss
 from selfattn.models.label_hooks import LabelModelHooks
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskSpec, build_model_from_spec
 
 SPEC = TaskSpec(task="sequence", num_labels=3, vocab_size=12)
@@ -43,7 +43,7 @@ def test_every_label_model_declares_its_view_and_exits(
     options: dict[str, object], view: str, exits: bool
 ) -> None:
     sizes = {} if options["architecture"] == "memn2n" else SMALL
-    model = build_model_from_spec(ModelConfig(**sizes, **options), SPEC)  # type: ignore[arg-type]
+    model = build_model_from_spec(model_options(**sizes, **options), SPEC)  # type: ignore[arg-type]
     assert isinstance(model, LabelModelHooks)
     assert (model.attention_view, model.has_exit_heads) == (view, exits)
 
@@ -55,13 +55,13 @@ def _loss_of(batch: Batch) -> object:
 def test_a_plain_model_adds_its_ponder_cost_and_the_exit_model_weighs_its_exits() -> None:
     torch.manual_seed(0)
     batch = _batch()
-    act = ModelConfig(**SMALL, share_weights=True, halting="act", ponder_weight=0.5)
+    act = model_options(**SMALL, share_weights=True, halting="act", ponder_weight=0.5)
     plain = build_model_from_spec(act, SPEC).eval()  # no dropout: two passes agree
     loss = plain.task_loss(plain, batch, _loss_of(batch))  # type: ignore[operator]
     expected = _loss_of(batch)(plain(batch)) + ponder_penalty(plain)  # type: ignore[operator]
     assert float(ponder_penalty(plain).detach()) > 0  # type: ignore[union-attr]
     assert torch.allclose(loss, expected)
-    exits = build_model_from_spec(ModelConfig(**SMALL, exit_heads=True), SPEC).eval()
+    exits = build_model_from_spec(model_options(**SMALL, exit_heads=True), SPEC).eval()
     joint = exits.task_loss(exits, batch, _loss_of(batch))  # type: ignore[operator]
     per_layer = exits(batch, exits=True)
     assert torch.allclose(

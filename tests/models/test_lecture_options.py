@@ -10,8 +10,9 @@ import torch
 from selfattn.attention import MultiHeadAttention
 from selfattn.attention.scores import AdditiveScore
 from selfattn.data.types import Batch
+from selfattn.models.architectures import BiGRUOptions
 from selfattn.models.heads import ClsToken
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options, options_for
 from selfattn.models.task_model import (
     TaskModel,
     TaskSpec,
@@ -24,7 +25,7 @@ TEXT = TaskSpec(task="sequence", num_labels=3, vocab_size=20, max_len=8)
 
 
 def _model(spec: TaskSpec = TEXT, **options: object) -> TaskModel:
-    return build_model_from_spec(ModelConfig(**{**SMALL, **options}), spec).eval()  # type: ignore[arg-type]
+    return build_model_from_spec(model_options(**{**SMALL, **options}), spec).eval()  # type: ignore[arg-type]
 
 
 def _attentions(model: TaskModel) -> list[MultiHeadAttention]:
@@ -108,7 +109,7 @@ def test_pooling_cls_adds_one_learned_vector_and_one_position() -> None:
 )
 def test_what_cannot_work_is_refused_in_one_line(options: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message) as error:
-        ModelConfig(**options)  # type: ignore[arg-type]
+        model_options(**options)  # type: ignore[arg-type]
     assert "\n" not in str(error.value)
 
 
@@ -137,28 +138,26 @@ def test_what_cannot_work_is_refused_in_one_line(options: dict[str, object], mes
         ),
     ],
 )
-def test_what_the_architecture_does_not_read_is_refused_at_build(
+def test_what_the_architecture_does_not_read_is_refused_by_its_options_or_at_build(
     options: dict[str, object], message: str
 ) -> None:
-    config = ModelConfig(**options)  # type: ignore[arg-type]  # a config stays loadable
     spec = TaskSpec(task="sequence", num_labels=2, vocab_size=20)
     with pytest.raises(ValueError, match=message) as error:
-        build_model_from_spec(config, spec)
+        build_model_from_spec(model_options(**options), spec)  # type: ignore[arg-type]
     assert "\n" not in str(error.value)
 
 
-def test_for_architecture_resets_what_the_other_architecture_does_not_read() -> None:
-    config = ModelConfig(num_heads=2, positional="relative", norm_first=False, dropout=0.2)
-    baseline = config.for_architecture("bigru")
+def test_options_for_another_architecture_keep_only_what_it_reads() -> None:
+    config = model_options(num_heads=2, positional="relative", norm_first=False, dropout=0.2)
+    baseline = options_for(config, "bigru")
     assert baseline.architecture == "bigru" and baseline.dropout == 0.2
-    assert (baseline.num_heads, baseline.positional, baseline.norm_first) == (4, None, True)
-    baseline.check_architecture()
-    assert config.for_architecture("transformer") == config
+    assert baseline == BiGRUOptions(dropout=0.2)  # no heads, positions or norm_first
+    assert options_for(config, "transformer") == config
 
 
 def test_architectures_without_positions_accept_none() -> None:
     for architecture in ("fc", "fc_window", "bigru", "cnn", "graph"):
-        config = ModelConfig(architecture=architecture, positional=None)  # type: ignore[arg-type]
+        config = model_options(architecture=architecture, positional=None)  # type: ignore[arg-type]
         assert build_model_from_spec(config, TEXT).spec == TEXT
 
 
@@ -175,5 +174,5 @@ def test_what_a_task_or_input_cannot_use_is_refused_at_build(
 ) -> None:
     task_spec = TaskSpec(task=task, num_labels=2, **spec)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=message) as error:
-        build_model_from_spec(ModelConfig(**options), task_spec)  # type: ignore[arg-type]
+        build_model_from_spec(model_options(**options), task_spec)  # type: ignore[arg-type]
     assert "\n" not in str(error.value)

@@ -10,7 +10,7 @@ from torch import nn
 
 from selfattn.attention.packed_linear import OneDNNLinear, onednn_usable
 from selfattn.models.linear_layers import use_linear_layers
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskSpec, build_model_from_spec
 
 needs_onednn = pytest.mark.skipif(
@@ -74,19 +74,19 @@ def test_the_model_keeps_its_parameters_and_state_dict() -> None:
     spec = TaskSpec("token", vocab_size=50, char_vocab_size=None, num_labels=50, max_len=16)
     config = {"embed_dim": 32, "num_heads": 4, "num_layers": 2, "ffn_dim": 64}
     torch.manual_seed(0)
-    default = build_model_from_spec(ModelConfig(**config, linear_layers="torch"), spec)
+    default = build_model_from_spec(model_options(**config, linear_layers="torch"), spec)
     for kind in ("onednn", "auto"):
         torch.manual_seed(0)
-        fast = build_model_from_spec(ModelConfig(**config, linear_layers=kind), spec)
+        fast = build_model_from_spec(model_options(**config, linear_layers=kind), spec)
         linears = [m for m in fast.modules() if isinstance(m, nn.Linear)]
         assert linears and all(isinstance(m, OneDNNLinear) for m in linears)
         assert not any(isinstance(m, OneDNNLinear) for m in default.modules())
         mine, theirs = fast.state_dict(), default.state_dict()
         assert mine.keys() == theirs.keys()
         assert all(torch.equal(mine[name], theirs[name]) for name in mine)
-    assert ModelConfig().linear_layers == "auto"
+    assert model_options().linear_layers == "auto"
 
 
 def test_an_unknown_kind_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match=r"^model.linear_layers: unknown kind 'mkl'; choose"):
-        ModelConfig(linear_layers="mkl")  # type: ignore[arg-type]
+        model_options(linear_layers="mkl")  # type: ignore[arg-type]

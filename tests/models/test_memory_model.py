@@ -11,7 +11,7 @@ import torch
 from selfattn.data.types import Batch
 from selfattn.data.vocab import Vocabulary
 from selfattn.models.memory import MemoryTaskModel, split_stories
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 
 from ..helpers_models import build
 
@@ -59,7 +59,7 @@ LABELS = ["kitchen", "garden"]
 
 
 def _model(**options: object) -> MemoryTaskModel:
-    config = ModelConfig(architecture="memn2n", embed_dim=8, num_layers=2, **options)  # type: ignore[arg-type]
+    config = model_options(architecture="memn2n", embed_dim=8, num_layers=2, **options)  # type: ignore[arg-type]
     model = build(config, "sequence", num_labels=len(LABELS), vocab_size=len(WORDS))
     assert isinstance(model, MemoryTaskModel)
     model.bind(WORDS, LABELS)
@@ -110,20 +110,20 @@ def test_linear_start_is_stored_with_the_weights() -> None:
 
 
 def test_refusals_are_one_line() -> None:
-    config = ModelConfig(architecture="memn2n")
+    config = model_options(architecture="memn2n")
     for task in ("token", "regression"):
         with pytest.raises(ValueError, match="one label per story"):
             build(config, task, vocab_size=10)
     with pytest.raises(ValueError, match="not words"):
         build(config, "sequence", feature_dim=4)
     with pytest.raises(ValueError, match="architecture 'memn2n' does not use it"):
-        build(ModelConfig(architecture="memn2n", num_heads=2), "sequence", vocab_size=10)
+        build(model_options(architecture="memn2n", num_heads=2), "sequence", vocab_size=10)
     with pytest.raises(ValueError, match="architecture 'transformer' does not use it"):
-        build(ModelConfig(memory_noise=0.1), "sequence", vocab_size=10)
+        build(model_options(memory_noise=0.1), "sequence", vocab_size=10)
     model = _model()
     with pytest.raises(ValueError, match="label 'office' is not one of"):
         model.bind(WORDS, ["kitchen", "office"])
     with pytest.raises(ValueError, match="facts ending in"):
         model.bind(Vocabulary(["kitchen", "garden"]), LABELS)
     with pytest.raises(ValueError, match="memory_tying"):
-        ModelConfig(architecture="memn2n", memory_tying="none")  # type: ignore[arg-type]
+        model_options(architecture="memn2n", memory_tying="none")  # type: ignore[arg-type]

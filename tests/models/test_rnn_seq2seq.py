@@ -12,7 +12,7 @@ import torch
 
 from selfattn.attention.match import RNN_SCORES, MatchAttention
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.rnn_seq2seq import RecurrentState, RNNSeq2Seq
 from selfattn.models.seq2seq import BOS_ID, NUM_SPECIALS
 from selfattn.models.seq2seq_builder import build_seq2seq_model
@@ -183,7 +183,7 @@ def test_shared_embeddings_are_one_table() -> None:
 
 
 SPEC = TaskSpec(task="seq2seq", num_labels=VOCAB, vocab_size=VOCAB, max_len=16)
-RNN = ModelConfig(architecture="rnn", embed_dim=16, ffn_dim=20, num_layers=1)
+RNN = model_options(architecture="rnn", embed_dim=16, ffn_dim=20, num_layers=1)
 
 
 @pytest.mark.parametrize(
@@ -204,7 +204,9 @@ def test_what_the_rnn_has_not_is_refused_in_one_line(seq2seq: dict[str, Any], wo
 
 def test_the_builder_reads_the_model_section() -> None:
     model = build_seq2seq_model(
-        ModelConfig(architecture="rnn", embed_dim=16, ffn_dim=20, rnn_cell="lstm", score="general"),
+        model_options(
+            architecture="rnn", embed_dim=16, ffn_dim=20, rnn_cell="lstm", score="general"
+        ),
         Seq2SeqConfig(decoder_layers=3),
         SPEC,
     )
@@ -215,13 +217,13 @@ def test_the_builder_reads_the_model_section() -> None:
 
 def test_config_refusals() -> None:
     with pytest.raises(ValueError, match="even"):
-        ModelConfig(architecture="rnn", ffn_dim=21)
+        model_options(architecture="rnn", ffn_dim=21)
     with pytest.raises(ValueError, match="general: model"):
-        ModelConfig(score="general")
+        model_options(score="general")
     with pytest.raises(ValueError, match="rnn_cell"):
-        ModelConfig(architecture="rnn", rnn_cell="elman")  # type: ignore[arg-type]
+        model_options(architecture="rnn", rnn_cell="elman")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="does not use it"):
-        build_seq2seq_model(ModelConfig(rnn_cell="lstm"), Seq2SeqConfig(), SPEC)
+        build_seq2seq_model(model_options(rnn_cell="lstm"), Seq2SeqConfig(), SPEC)
     token = TaskSpec(task="token", num_labels=3, vocab_size=VOCAB, max_len=16)
     with pytest.raises(ValueError, match="bigru"):
         build_model_from_spec(RNN, token)

@@ -12,18 +12,21 @@ import torch
 from selfattn.blocks import ConformerBlock
 from selfattn.kernels import WindowKernel
 from selfattn.models import Conformer
-from selfattn.models.options import ModelConfig
+from selfattn.models.option_groups import ModelOptions
+from selfattn.models.registry import model_options
 from selfattn.models.seq2seq import BOS_ID, Seq2SeqAttentionMaps, Seq2SeqTransformer
 from selfattn.models.seq2seq_builder import build_seq2seq_model
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import TaskSpec
 
+from ..helpers_models import with_options
+
 FEATURES, TARGETS, LENGTH = 6, 10, 40
 SPEECH = TaskSpec(task="seq2seq", num_labels=TARGETS, feature_dim=FEATURES, max_len=64)
-SMALL = ModelConfig(embed_dim=16, num_heads=2, num_layers=2, ffn_dim=32, dropout=0.0)
+SMALL = model_options(embed_dim=16, num_heads=2, num_layers=2, ffn_dim=32, dropout=0.0)
 
 
-def _model(config: ModelConfig = SMALL, spec: TaskSpec = SPEECH) -> Seq2SeqTransformer:
+def _model(config: ModelOptions = SMALL, spec: TaskSpec = SPEECH) -> Seq2SeqTransformer:
     torch.manual_seed(0)
     return build_seq2seq_model(config, Seq2SeqConfig(decoder_layers=1), spec).eval()
 
@@ -40,7 +43,7 @@ def test_a_window_encoder_uses_the_window_kernel_and_sees_only_its_reach(
 ) -> None:
     window = 2
     conformer = {"architecture": "conformer", "window_k": 1} if architecture == "conformer" else {}
-    config = replace(SMALL, attention="window", attention_size=window, **conformer)  # type: ignore[arg-type]
+    config = with_options(SMALL, attention="window", attention_size=window, **conformer)
     model = _model(config)
     kernels = [m for m in model.encoder.modules() if isinstance(m, WindowKernel)]
     assert len(kernels) == SMALL.num_layers and all(k.window == window for k in kernels)
@@ -74,7 +77,7 @@ def test_a_dense_encoder_sees_the_whole_source() -> None:
 
 
 def test_a_conformer_encoder_reads_the_source() -> None:
-    model = _model(replace(SMALL, architecture="conformer", window_k=2))
+    model = _model(with_options(SMALL, architecture="conformer", window_k=2))
     assert isinstance(model.encoder, Conformer) and model.encoder_kind == "conformer"
     blocks = list(model.encoder.layers)
     assert all(isinstance(b, ConformerBlock) and b.conv.kernel_size == 5 for b in blocks)
@@ -104,7 +107,7 @@ def test_the_lecture_options_reach_the_seq2seq_encoder_and_decoder() -> None:
 @pytest.mark.parametrize("architecture", ["bigru", "fc", "cnn", "graph", "cnn2d"])
 def test_architectures_without_attention_are_refused_in_one_line(architecture: str) -> None:
     with pytest.raises(ValueError, match=f"got '{architecture}'") as error:
-        config = ModelConfig(architecture=architecture, positional=None)  # type: ignore[arg-type]
+        config = model_options(architecture=architecture, positional=None)  # type: ignore[arg-type]
         build_seq2seq_model(config, Seq2SeqConfig(), SPEECH)
     assert "\n" not in str(error.value)
 
@@ -126,7 +129,7 @@ def _maps(model: Seq2SeqTransformer) -> tuple[Seq2SeqAttentionMaps, torch.Tensor
 def test_seq2seq_maps_cover_the_encoder_the_decoder_and_cross_attention(
     architecture: str,
 ) -> None:
-    maps, padding = _maps(_model(replace(SMALL, architecture=architecture)))  # type: ignore[arg-type]
+    maps, padding = _maps(_model(with_options(SMALL, architecture=architecture)))
     heads = SMALL.num_heads
     assert [m.shape for m in maps.encoder] == [(2, heads, 7, 7)] * 2
     assert [m.shape for m in maps.decoder] == [(2, heads, 4, 4)]

@@ -9,17 +9,18 @@ import torch
 import torch.nn.functional as F
 
 from selfattn.data.types import Batch
-from selfattn.models.architectures import ENCODERS
+from selfattn.models.architectures import ARCHITECTURES, ENCODERS
 from selfattn.models.heads import POOLINGS
-from selfattn.models.options import CLS_ARCHITECTURES, ModelConfig, fields_read
-from selfattn.models.task_model import TaskModel
+from selfattn.models.option_groups import ModelOptions
+from selfattn.models.registry import model_options
+from selfattn.models.task_model import CLS_ARCHITECTURES, TaskModel
 from selfattn.positional import POSITIONAL
 
 from ..helpers_models import build
 
 VOCAB, CHARS, FEATURES, LABELS = 64, 12, 6, 5
 LENGTHS = [6, 4, 5, 2, 6, 3, 1, 6]
-SMALL = ModelConfig(embed_dim=32, num_heads=4, num_layers=1, ffn_dim=32, dropout=0.0)
+SMALL = model_options(embed_dim=32, num_heads=4, num_layers=1, ffn_dim=32, dropout=0.0)
 HEADS = ["token", *(f"sequence-{name}" for name in POOLINGS)]
 # Every encoder with every head it can feed ([CLS] needs an attention encoder).
 ENCODER_HEADS = [
@@ -63,10 +64,11 @@ def _labels(lengths: list[int], length: int, task: str) -> torch.Tensor:
     return torch.randint(LABELS, (len(lengths), length)).masked_fill(_mask(lengths, length), -100)
 
 
-def _config(architecture: str, **options: object) -> ModelConfig:
+def _config(architecture: str, **options: object) -> ModelOptions:
     """SMALL for ``architecture``, with 3-wide convolutions and windows where it has them."""
-    window = {"window_k": 1} if "window_k" in fields_read(architecture) else {}
-    return replace(SMALL, architecture=architecture, **window, **options)  # type: ignore[arg-type]
+    reads = ARCHITECTURES[architecture].options.field_names()
+    window = {"window_k": 1} if "window_k" in reads else {}
+    return model_options(**{**vars(SMALL), "architecture": architecture, **window, **options})
 
 
 def _model(architecture: str, head: str, *, features: bool = False) -> TaskModel:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from selfattn.data.types import Batch
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 
 from ..helpers_models import build
 
@@ -21,7 +21,7 @@ def test_a_frame_depends_only_on_frames_within_the_window_reach(
     architecture: str, reach: int
 ) -> None:
     torch.manual_seed(0)
-    config = ModelConfig(
+    config = model_options(
         architecture=architecture,  # type: ignore[arg-type]
         embed_dim=16,
         num_heads=2,

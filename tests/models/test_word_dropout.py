@@ -8,7 +8,7 @@ import torch
 from selfattn.data.specials import PAD_ID, UNK_ID
 from selfattn.data.types import Batch
 from selfattn.models.embedding import InputEmbedding
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 
 from ..helpers_models import build
 
@@ -93,13 +93,13 @@ def test_off_draws_no_random_numbers() -> None:
 @pytest.mark.parametrize("value", [-0.1, 1.0, 1.5])
 def test_out_of_range_is_a_one_line_error(value: float) -> None:
     with pytest.raises(ValueError, match=r"^model\.word_dropout must be in \[0, 1\)") as info:
-        ModelConfig(word_dropout=value)
+        model_options(word_dropout=value)
     assert "\n" not in str(info.value)
     with pytest.raises(ValueError, match="word_dropout"):
         InputEmbedding(EMBED, vocab_size=VOCAB, word_dropout=value)
 
 
 def test_the_config_value_reaches_the_embedding() -> None:
-    config = ModelConfig(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16, word_dropout=0.2)
+    config = model_options(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16, word_dropout=0.2)
     model = build(config, "token", num_labels=3, vocab_size=VOCAB, max_len=8)
     assert model.embedding.word_dropout == 0.2

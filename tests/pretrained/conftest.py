@@ -17,7 +17,7 @@ from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 
 from selfattn.cli.main import main
-from selfattn.config import Config, DataConfig, ModelConfig, TrainConfig
+from selfattn.config import Config, DataConfig, TrainConfig, model_options
 
 from ..helpers_cli import one_line_error, set_flags, toml_table, write_config
 
@@ -91,7 +91,7 @@ class FineTuning:
         given) on ``dataset`` (a file of :attr:`data`), run in ``tmp/run``."""
         return Config(
             data=DataConfig(dataset=str(self.data / dataset), **SETTINGS["data"]),  # type: ignore[arg-type]
-            model=ModelConfig(pretrained=str(bert or self.bert), **(model or {})),  # type: ignore[arg-type]
+            model=model_options(pretrained=str(bert or self.bert), **(model or {})),  # type: ignore[arg-type]
             train=TrainConfig(**{**SETTINGS["train"], **(train or {})}),  # type: ignore[arg-type]
             run_dir=self.tmp / "run",
         )

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from selfattn.cli.main import main
-from selfattn.config import ModelConfig, TrainConfig, load_config
+from selfattn.config import TrainConfig, load_config, model_options
 from selfattn.data import Example
 from selfattn.models.pretrained import PretrainedTaskModel
 from selfattn.pretrained.bert import BertEncoder, load_bert
@@ -123,11 +123,11 @@ def test_layer_wise_decay_gives_each_depth_its_rate(fine_tuning: FineTuning) -> 
 
 
 def test_layer_wise_decay_on_a_transformer_from_scratch() -> None:
-    model = build(ModelConfig(num_layers=3), "sequence", vocab_size=20)
+    model = build(model_options(num_layers=3), "sequence", vocab_size=20)
     optimizer = build_optimizer(model, TrainConfig(lr=1.0, layer_lr_decay=0.1))
     rates = sorted({group["lr"] for group in optimizer.param_groups}, reverse=True)
     assert rates == pytest.approx([1.0, 0.1, 0.01, 0.001, 0.0001])
-    bigru = build(ModelConfig(architecture="bigru", positional=None), "sequence", vocab_size=20)
+    bigru = build(model_options(architecture="bigru", positional=None), "sequence", vocab_size=20)
     with pytest.raises(ValueError, match="not a stack of attention blocks"):
         build_optimizer(bigru, TrainConfig(layer_lr_decay=0.9))
 
@@ -233,7 +233,7 @@ def test_seq2seq_is_refused() -> None:
     with pytest.raises(
         ValueError, match=r"model.pretrained = .*seq2seq model is trained from scratch"
     ):
-        check_fields(ModelConfig(pretrained="minilm-l6"), task="seq2seq", text=True)
+        check_fields(model_options(pretrained="minilm-l6"), task="seq2seq", text=True)
 
 
 # ---------------------------------------------------------------- the real checkpoint

@@ -163,7 +163,10 @@ def test_the_lstm_baseline_has_no_attention_and_models_stay_in_their_task(
         "--set",
         f"run_dir={tmp_path / 's'}",
     ]
-    assert main(sentiment) == 2
+    assert main(sentiment) == 2  # its num_layers = 1 is a field ntm does not read
+    assert "architecture 'ntm' does not use it" in capsys.readouterr().err
+    # ntm reads neither num_layers nor dropout: set back to their defaults, they are unset.
+    assert main([*sentiment, "--set", "model.num_layers=2", "--set", "model.dropout=0.1"]) == 2
     assert "is for the bits task" in capsys.readouterr().err
 
 

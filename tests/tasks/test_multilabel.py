@@ -13,7 +13,7 @@ from selfattn.config import Config, DataConfig, TrainConfig
 from selfattn.data import Example, LabelVocabulary
 from selfattn.data.readers.label_sets import as_target, canonical_order, decoded_set
 from selfattn.data.specials import NO_LABELS
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskSpec, build_model_from_spec
 from selfattn.tasks.multilabel import MultiLabelTask
 from selfattn.tasks.set_metrics import set_f1, set_scores
@@ -31,7 +31,7 @@ def _bce_float64(logits: torch.Tensor, targets: torch.Tensor) -> float:
 def _task(smoothing: float = 0.0) -> MultiLabelTask:
     config = Config(
         data=DataConfig(dataset="unused"),
-        model=ModelConfig(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16, dropout=0.0),
+        model=model_options(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16, dropout=0.0),
         train=TrainConfig(label_smoothing=smoothing),
     )
     task = MultiLabelTask(config, TaskSpec(task="multilabel", num_labels=4, vocab_size=12))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskModel
 from selfattn.tasks import build_for_spec
 from selfattn.train import (
@@ -33,7 +33,7 @@ from ..helpers_models import build
 
 CONFIG = Config(
     DataConfig(dataset="synthetic"),
-    ModelConfig(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16),
+    model_options(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=16),
     run_dir=Path("unused"),
 )
 VOCABS = {"tokens": ["<pad>", "<unk>", "a", "b"], "labels": ["X", "Y"]}

@@ -11,12 +11,12 @@ import pytest
 from selfattn.train import (
     Config,
     DataConfig,
-    ModelConfig,
     TrainConfig,
     config_from_dict,
     config_to_dict,
     config_to_toml,
     load_config,
+    model_options,
 )
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -51,7 +51,7 @@ def _write(tmp_path: Path, text: str = EXAMPLE, name: str = "example.toml") -> P
 def test_load_reads_values_and_keeps_defaults(tmp_path: Path) -> None:
     config = load_config(_write(tmp_path))
     assert config.data == DataConfig(dataset="pos-wsj", batch_size=16)
-    assert config.model == ModelConfig(
+    assert config.model == model_options(
         architecture="bigru", embed_dim=64, positional=None, char_features=True
     )
     assert config.train == TrainConfig(epochs=3, lr=1.0, schedule="cosine", patience=2)
@@ -75,6 +75,7 @@ def test_overrides(tmp_path: Path) -> None:
     config = load_config(
         _write(tmp_path),
         [
+            "model.architecture=transformer",  # the file's bigru reads no positions
             "model.embed_dim=32",
             "model.positional=rotary",  # not a TOML literal: read as a string
             "model.pooling='attention'",
@@ -116,7 +117,11 @@ def test_unknown_key_lists_the_valid_ones(tmp_path: Path) -> None:
         ("data.bpe_vocab_size=big", r"data\.bpe_vocab_size: expected int or none, got 'big'"),
         ("train.schedule=exponential", r"train\.schedule: expected one of 'linear', 'cosine'"),
         ("model.architecture=hopfield", r"model\.architecture: expected one of 'transformer'"),
-        ("model.positional=nope", r"model\.positional: unknown encoding 'nope'"),
+        (
+            "model.architecture=transformer;model.positional=nope",  # bigru reads no positions
+            r"model\.positional: unknown encoding 'nope'",
+        ),
+        ("model.positional=nope", r"model\.positional = \"nope\": architecture 'bigru' does not"),
         ("model.architecture=transformer;model.num_heads=3", r"divisible by model\.num_heads"),
         ("train.epochs=0", r"train\.epochs must be >= 1"),
         ("data.train_fraction=1.5", r"data\.train_fraction must be in \(0, 1\]"),

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskSpec
 from selfattn.tasks import build_for_spec, evaluate, task_named
 from selfattn.train import (
@@ -56,7 +56,7 @@ def _config(run_dir: Path, **train_options: Any) -> Config:
     return Config(
         DataConfig(dataset="synthetic", batch_size=BATCH),
         # Dropout on, so that resuming must restore the RNG to match.
-        ModelConfig(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=32, dropout=0.1),
+        model_options(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=32, dropout=0.1),
         TrainConfig(**options),
         run_dir=run_dir,
     )

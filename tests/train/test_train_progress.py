@@ -12,7 +12,7 @@ import torch
 
 from selfattn.data.types import Batch
 from selfattn.messages import plural
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskSpec
 from selfattn.tasks import task_named
 from selfattn.train import Config, DataConfig, TrainConfig, train
@@ -40,7 +40,7 @@ BATCHES = [_batch(i) for i in range(5)]
 def _train(tmp_path: Path, progress: Any, epochs: int = 2) -> None:
     config = Config(
         DataConfig(dataset="synthetic"),
-        ModelConfig(embed_dim=8, num_heads=2, num_layers=1, ffn_dim=16),
+        model_options(embed_dim=8, num_heads=2, num_layers=1, ffn_dim=16),
         TrainConfig(epochs=epochs, warmup_steps=1, device="cpu"),
         run_dir=tmp_path / "run",
     )

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from selfattn.data.types import Batch
 from selfattn.models.architectures.cnn2d import CNN2DEncoder
 from selfattn.models.heads import SequenceClassifier
-from selfattn.models.options import ModelConfig
+from selfattn.models.option_groups import ModelOptions
+from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskModel, TaskSpec, build_model_from_spec
 from selfattn.models.vision import ImageEmbedding
 from selfattn.positional import GRID_POSITIONAL
@@ -21,7 +22,7 @@ from selfattn.vision import image_to_vectors
 from ..helpers_models import build
 
 SHAPE = (8, 8, 1)
-VIT = ModelConfig(
+VIT = model_options(
     embed_dim=16,
     num_heads=2,
     num_layers=1,
@@ -31,7 +32,7 @@ VIT = ModelConfig(
     grid_positional="sinusoidal2d",
     patch_size=2,
 )
-CNN = ModelConfig(
+CNN = model_options(
     architecture="cnn2d", embed_dim=8, num_layers=2, ffn_dim=16, window_k=1, dropout=0.0
 )
 
@@ -46,7 +47,7 @@ def _batch(size: int = 4, shape: tuple[int, int, int] = SHAPE) -> Batch:
     return Batch(None, None, features, mask, torch.randint(3, (size,)))
 
 
-def _model(config: ModelConfig, shape: tuple[int, int, int] | None = SHAPE) -> TaskModel:
+def _model(config: ModelOptions, shape: tuple[int, int, int] | None = SHAPE) -> TaskModel:
     model: TaskModel = build(
         config, "sequence", num_labels=3, feature_dim=SHAPE[2], max_len=64, image_shape=shape
     )
@@ -112,7 +113,7 @@ def test_cnn2d_stops_pooling_at_odd_sides() -> None:
     [VIT, replace(VIT, patch_size=None), replace(VIT, grid_positional="learned2d"), CNN],
     ids=["vit", "pixels", "vit-learned2d", "cnn2d"],
 )
-def test_image_models_fit_a_tiny_batch(config: ModelConfig) -> None:
+def test_image_models_fit_a_tiny_batch(config: ModelOptions) -> None:
     model = _model(config)
     batch = _batch(6)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -182,7 +183,7 @@ def test_config_errors_are_one_line(change: dict[str, object], message: str) -> 
 
 
 @pytest.mark.parametrize("config", [VIT, replace(VIT, grid_positional=None), CNN])
-def test_image_options_need_image_data(config: ModelConfig) -> None:
+def test_image_options_need_image_data(config: ModelOptions) -> None:
     with pytest.raises(ValueError, match="need image data"):
         _model(config, shape=None)
 
@@ -197,7 +198,7 @@ def test_image_models_refuse_token_tasks_and_wrong_images() -> None:
 
 
 def test_plain_encoders_still_read_image_pixels_as_a_vector_set() -> None:
-    config = ModelConfig(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=32)
+    config = model_options(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=32)
     model = _model(config)
     assert not isinstance(model.embedding, ImageEmbedding)
     assert model(_batch(3)).shape == (3, 3)

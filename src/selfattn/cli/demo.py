@@ -16,6 +16,7 @@ from pathlib import Path
 
 from selfattn.config import load_config
 from selfattn.data import DatasetSplits
+from selfattn.models.registry import options_for
 from selfattn.tasks import Predictor, run
 from selfattn.viz import plot_attention
 
@@ -65,7 +66,7 @@ def run_demo(args: argparse.Namespace) -> int:
     for architecture in ("transformer", *args.baselines):
         config = load_config(args.config, [f"run_dir={args.runs / architecture}"])
         # The same section for every model, less what a baseline does not read (heads, …).
-        config = replace(config, model=config.model.for_architecture(architecture))
+        config = replace(config, model=options_for(config.model, architecture))
         start = time.perf_counter()
         print(f"training {architecture} …", flush=True)
         _, prepared = run(config, overwrite=True, progress=not args.no_progress)
@@ -73,7 +74,7 @@ def run_demo(args: argparse.Namespace) -> int:
         results.append((architecture, accuracy, time.perf_counter() - start))
     if args.pretrained is not None:
         config = load_config(args.pretrained, [f"run_dir={args.runs / 'pretrained'}"])
-        name = f"{config.model.pretrained} fine-tuned"
+        name = f"{getattr(config.model, 'pretrained', None)} fine-tuned"
         start = time.perf_counter()
         print(f"training {name} …", flush=True)
         run(config, overwrite=True, progress=not args.no_progress)

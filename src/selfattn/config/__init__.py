@@ -23,7 +23,8 @@ from selfattn.config.sections import (
     Strategy,
     TrainConfig,
 )
-from selfattn.models.options import ModelConfig
+from selfattn.models.option_groups import ModelOptions
+from selfattn.models.registry import model_options
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 
 __all__ = [
@@ -31,7 +32,7 @@ __all__ = [
     "Config",
     "DataConfig",
     "DeviceName",
-    "ModelConfig",
+    "ModelOptions",
     "Schedule",
     "Seq2SeqConfig",
     "Strategy",
@@ -41,5 +42,6 @@ __all__ = [
     "config_to_dict",
     "config_to_toml",
     "load_config",
+    "model_options",
     "parse_value",
 ]

@@ -28,13 +28,15 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from selfattn.config.sections import Config, DataConfig, TrainConfig
-from selfattn.models.options import ModelConfig
-from selfattn.models.registry import ARCHITECTURES
+from selfattn.models.architectures import ARCHITECTURES
+from selfattn.models.option_groups import ModelOptions
+from selfattn.models.registry import model_options
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 
+#: Each section's dataclass; ``[model]``'s is the options class its ``architecture`` picks.
 SECTIONS: dict[str, type] = {
     "data": DataConfig,
-    "model": ModelConfig,
+    "model": ModelOptions,
     "train": TrainConfig,
     "seq2seq": Seq2SeqConfig,
 }
@@ -125,10 +127,11 @@ def parse_value(raw: str) -> Any:
 def config_from_dict(values: Mapping[str, Any]) -> Config:
     """Build and validate a :class:`Config` from nested plain values (TOML or JSON).
 
-    A run folder written before the architectures owned their options stores every
-    ``[model]`` field; the ones its architecture does not read hold a default (today's or
-    a former one, :data:`~selfattn.models.options.FORMER_DEFAULTS`), as the builders that
-    wrote them required, and read as such.
+    ``[model]`` is read by the options class of its ``architecture``. A run folder written
+    while ``[model]`` was one flat section stores every field; the ones its architecture
+    does not read hold a default (today's or a former one,
+    :data:`~selfattn.models.registry.FORMER_DEFAULTS`), as the builders that wrote them
+    required, and are dropped (:func:`~selfattn.models.registry.model_options`).
     """
 
     unknown = sorted(set(values) - set(SECTIONS) - set(_TOP_LEVEL))
@@ -182,28 +185,37 @@ def _check_section(section: str) -> None:
         )
 
 
-def _reads_hint(section: str, table: Mapping[str, Any]) -> str:
-    """For ``[model]``: what its architecture reads, after the list of every valid key (a
-    key of another architecture is valid here and checked with the task, before any data
-    is read, so that one file can serve several architectures)."""
-    name = table.get("architecture", "transformer")
-    if section != "model" or not isinstance(name, str) or name not in ARCHITECTURES:
-        return ""
-    reads = ", ".join(ARCHITECTURES[name].options.field_names())
-    return f"; architecture {name!r} reads: {reads} (selfattn config {name})"
+def _build_model(table: Mapping[str, Any]) -> ModelOptions:
+    """``[model]`` as the options of its architecture: each key coerced by the type of the
+    field that declares it, then :func:`~selfattn.models.registry.model_options` (a key of
+    another architecture is dropped when unset, so that one file can serve several
+    architectures and older run folders load, else refused)."""
+    name = _coerce(table.get("architecture", "transformer"), str, "model.architecture")
+    hints = {
+        key: hint
+        for entry in reversed(ARCHITECTURES.values())
+        for key, hint in typing.get_type_hints(entry.options).items()
+    }
+    values = {
+        key: _coerce(value, hints[key], f"model.{key}") if key in hints else value
+        for key, value in table.items()
+    }
+    return model_options(**{**values, "architecture": name})
 
 
 def _build_section(section: str, table: Any) -> Any:
     cls = SECTIONS[section]
     if not isinstance(table, Mapping):
         raise ValueError(f"[{section}] must be a table, got {table!r}")
+    if section == "model":
+        return _build_model(table)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in fields(cls)]
     unknown = sorted(set(table) - set(names))
     if unknown:
         raise ValueError(
             f"unknown key(s) {', '.join(f'{section}.{key}' for key in unknown)}; "
-            f"valid keys of [{section}]: {', '.join(names)}{_reads_hint(section, table)}"
+            f"valid keys of [{section}]: {', '.join(names)}"
         )
     required = [
         f.name

@@ -1,5 +1,6 @@
 """The sections of a run's configuration as frozen dataclasses: ``[data]``, ``[train]``
-(here), ``[model]`` (:mod:`selfattn.models.options`) and ``[seq2seq]``
+(here), ``[model]`` (its architecture's options,
+:func:`~selfattn.models.registry.model_options`) and ``[seq2seq]``
 (:mod:`selfattn.models.seq2seq_options`), and the whole :class:`Config`."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from typing import Literal
 
 from selfattn.config.sequence_fields import check_sequence_fields
 from selfattn.messages import check_range
-from selfattn.models.options import ModelConfig
+from selfattn.models.architectures.transformer import TransformerOptions
+from selfattn.models.option_groups import ModelOptions
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 
 Schedule = Literal["linear", "cosine", "constant"]
@@ -233,7 +235,7 @@ class Config:
     """A whole run: data, model, training, and the folder its outputs go to."""
 
     data: DataConfig
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelOptions = field(default_factory=TransformerOptions)
     train: TrainConfig = field(default_factory=TrainConfig)
     seq2seq: Seq2SeqConfig = field(default_factory=Seq2SeqConfig)
     run_dir: Path = Path("runs/run")

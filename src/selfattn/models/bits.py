@@ -20,7 +20,9 @@ from torch import Tensor, nn
 
 from selfattn.data.types import moved
 from selfattn.memory.ntm import NTM
-from selfattn.models.options import ModelConfig
+from selfattn.models.architectures.lstm import LSTMOptions
+from selfattn.models.architectures.ntm import NTMOptions
+from selfattn.models.option_groups import ModelOptions
 
 if TYPE_CHECKING:
     from selfattn.models.task_model import TaskSpec
@@ -70,7 +72,7 @@ class NTMBits(nn.Module):
     attention_view: ClassVar[str] = "heads"
     spec: TaskSpec | None = None
 
-    def __init__(self, config: ModelConfig, *, inputs: int, outputs: int) -> None:
+    def __init__(self, config: NTMOptions, *, inputs: int, outputs: int) -> None:
         super().__init__()
         self.machine = NTM(
             inputs,
@@ -103,7 +105,7 @@ class LSTMBits(nn.Module):
     attention_view: ClassVar[str] = "none"
     spec: TaskSpec | None = None
 
-    def __init__(self, config: ModelConfig, *, inputs: int, outputs: int) -> None:
+    def __init__(self, config: LSTMOptions, *, inputs: int, outputs: int) -> None:
         super().__init__()
         self.lstm = nn.LSTM(inputs, config.ffn_dim, num_layers=config.num_layers, batch_first=True)
         self.out = nn.Linear(config.ffn_dim, outputs)
@@ -116,7 +118,7 @@ class LSTMBits(nn.Module):
 BitsModel = NTMBits | LSTMBits
 
 
-def build_bits_model(config: ModelConfig, *, inputs: int, outputs: int) -> BitsModel:
+def build_bits_model(config: ModelOptions, *, inputs: int, outputs: int) -> BitsModel:
     """The ``ntm`` or ``lstm`` model of ``config`` for ``inputs`` features and ``outputs``
     bits per step.
 
@@ -124,17 +126,17 @@ def build_bits_model(config: ModelConfig, *, inputs: int, outputs: int) -> BitsM
         ValueError: another architecture (one line).
     """
     check_bits_model(config)
-    if config.architecture == "ntm":
+    if isinstance(config, NTMOptions):
         return NTMBits(config, inputs=inputs, outputs=outputs)
+    assert isinstance(config, LSTMOptions)
     return LSTMBits(config, inputs=inputs, outputs=outputs)
 
 
-def check_bits_model(config: ModelConfig) -> None:
-    """Refuse, in one line, an architecture that is not a model of the bits task, then a
-    field it does not read."""
+def check_bits_model(config: ModelOptions) -> None:
+    """Refuse, in one line, an architecture that is not a model of the bits task (a field
+    it does not read has no place in its options)."""
     if config.architecture not in ("ntm", "lstm"):
         raise ValueError(
             f"model.architecture = {config.architecture!r}: the bits task (the copy recipes) "
             'is learned by "ntm" (a neural Turing machine) or "lstm"'
         )
-    config.check_architecture()

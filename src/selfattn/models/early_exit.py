@@ -28,7 +28,7 @@ from selfattn.models.embedding import InputEmbedding
 from selfattn.models.encoder import BlockStack
 from selfattn.models.encoders import AttentionSequenceEncoder
 from selfattn.models.heads import ClsToken, SequenceClassifier, TokenClassifier
-from selfattn.models.options import ModelConfig
+from selfattn.models.option_groups import EncoderOptions, ExitOptions
 from selfattn.models.task_model import TaskModel, TaskSpec
 from selfattn.models.vision import ImageEmbedding
 
@@ -279,7 +279,7 @@ class EarlyExitModel(TaskModel):
 
 
 def build_exit_model(
-    config: ModelConfig,
+    config: EncoderOptions,
     embedding: InputEmbedding | ImageEmbedding,
     encoder: AttentionSequenceEncoder,
     head: Head,
@@ -289,6 +289,7 @@ def build_exit_model(
 ) -> EarlyExitModel:
     """The :class:`EarlyExitModel` of ``config`` around the normal model's parts: one
     classifier like ``head`` after each block but the last, whose classifier is ``head``."""
+    assert isinstance(config, ExitOptions), "an architecture with exit heads"
     stack = encoder.encoder
     assert isinstance(stack, BlockStack), "adaptive depth has no exit heads (refused at build)"
     exits = []

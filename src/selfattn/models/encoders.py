@@ -14,16 +14,17 @@ Padding is assumed to trail the real positions (the collator right-pads).
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from torch import Tensor, nn
 
 from selfattn.models.act import AdaptiveDepth
 from selfattn.models.config import StackConfig
 from selfattn.models.encoder import BlockStack
+from selfattn.models.option_groups import AttentionOptions
 
 if TYPE_CHECKING:
-    from selfattn.models.options import ModelConfig
+    from selfattn.models.option_groups import EncoderOptions
 
 
 class SequenceEncoder(nn.Module, abc.ABC):
@@ -36,8 +37,9 @@ class SequenceEncoder(nn.Module, abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
-        """The encoder described by ``config`` (``max_len``: longest sequence expected)."""
+    def from_config(cls, config: EncoderOptions, *, max_len: int = 512) -> SequenceEncoder:
+        """The encoder described by ``config``, its architecture's options (``max_len``:
+        longest sequence expected)."""
 
     @abc.abstractmethod
     def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:
@@ -57,28 +59,49 @@ def mlp_layers(in_dim: int, hidden_dim: int, num_layers: int, dropout: float) ->
     return nn.Sequential(*layers)
 
 
-def stack_config(config: ModelConfig, *, max_len: int = 512) -> StackConfig:
+#: What a stack gets for a choice its architecture does not offer: a graph encoder has
+#: the attention group's defaults (dense softmax of scaled dot products) and no positions;
+#: a Conformer is pre-normalised; only a Conformer has a convolution (``window_k``).
+_STACK_DEFAULTS = {
+    **{
+        name: getattr(AttentionOptions(), name)
+        for name in ("attention", "attention_dropout", "score", "normalizer")
+    },
+    "positional": None,
+    "norm_first": True,
+    "window_k": 5,
+}
+
+
+def stack_config(config: EncoderOptions, *, max_len: int = 512) -> StackConfig:
     """The stack ``config`` describes, for a transformer, a Conformer or a graph encoder
     (``max_len``: longest sequence expected). The Conformer's depthwise convolutions get
     kernel ``2·window_k + 1``."""
+
+    def read(name: str) -> Any:
+        if name in _STACK_DEFAULTS:
+            return getattr(config, name, _STACK_DEFAULTS[name])
+        return getattr(config, name)  # every attention stack's (heads, include_self, …)
+
+    attention = config.attention_options() if isinstance(config, AttentionOptions) else {}
     return StackConfig(
         config.embed_dim,
-        config.num_heads,
+        read("num_heads"),
         config.ffn_dim,
         dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        ffn_dropout=config.ffn_dropout,
-        norm_first=config.norm_first,
-        score=config.score,
-        normalizer=config.normalizer,
-        include_self=config.include_self,
-        attention=config.attention,
-        attention_options=config.attention_options(),
-        conv_kernel_size=2 * config.window_k + 1,
+        attention_dropout=read("attention_dropout"),
+        ffn_dropout=read("ffn_dropout"),
+        norm_first=read("norm_first"),
+        score=read("score"),
+        normalizer=read("normalizer"),
+        include_self=read("include_self"),
+        attention=read("attention"),
+        attention_options=attention,
+        conv_kernel_size=2 * read("window_k") + 1,
         num_layers=config.num_layers,
-        positional=config.positional,
+        positional=read("positional"),
         max_len=max_len,
-        share_weights=config.share_weights,
+        share_weights=read("share_weights"),
     )
 
 
@@ -107,7 +130,8 @@ class AttentionSequenceEncoder(SequenceEncoder):
         )
 
     @classmethod
-    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+    def from_config(cls, config: EncoderOptions, *, max_len: int = 512) -> SequenceEncoder:
+        assert isinstance(config, AttentionOptions), "an attention stack's architecture"
         return cls(
             stack_config(config, max_len=max_len),
             halting=config.halting,

@@ -12,12 +12,12 @@ from selfattn.models.dropout_masks import use_dropout_masks
 from selfattn.models.linear_layers import use_linear_layers
 
 if TYPE_CHECKING:
-    from selfattn.models.options import ModelConfig
+    from selfattn.models.option_groups import EncoderOptions
 
 ModelT = TypeVar("ModelT", bound=nn.Module)
 
 
-def use_layer_choices(model: ModelT, config: ModelConfig) -> ModelT:
+def use_layer_choices(model: ModelT, config: EncoderOptions) -> ModelT:
     """``model`` (in place) with its dropout layers drawing ``config.dropout_masks`` and
     its linear layers training by ``config.linear_layers``.
 

@@ -25,8 +25,8 @@ from selfattn.data.recipes.stories import END, QUESTION
 from selfattn.data.types import Batch
 from selfattn.data.vocab import Vocabulary
 from selfattn.memory.memn2n import MemN2N, add_empty_memories
+from selfattn.models.architectures.memn2n import MemN2NOptions
 from selfattn.models.label_hooks import LabelModelHooks
-from selfattn.models.options import ModelConfig
 
 __all__ = ["MemoryTaskModel", "Stories", "split_stories"]
 
@@ -96,7 +96,7 @@ class MemoryTaskModel(LabelModelHooks):
     linear: Tensor
 
     def __init__(
-        self, config: ModelConfig, *, vocab_size: int, num_labels: int, spec: object = None
+        self, config: MemN2NOptions, *, vocab_size: int, num_labels: int, spec: object = None
     ) -> None:
         super().__init__()
         self.network = MemN2N(

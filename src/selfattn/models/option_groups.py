@@ -176,6 +176,13 @@ class ModelOptions:
     architecture: str = "transformer"
 
     def __post_init__(self) -> None:
+        named = type(self).__dataclass_fields__["architecture"].default
+        if self.architecture != named:
+            # dataclasses.replace(options, architecture=...) keeps the other class's fields.
+            raise ValueError(
+                f"model.architecture = {self.architecture!r}: {type(self).__name__} holds the "
+                f"options of {named!r}; build another architecture's with model_options"
+            )
         check_values(self)
         self.check()
 
@@ -237,6 +244,11 @@ class EncoderOptions(ModelOptions):
         default="auto",
         metadata=doc("the matrix product of linear layers in training: torch, onednn, auto"),
     )
+
+    @property
+    def head_rate(self) -> float:
+        """The dropout before the task head: ``head_dropout``, else ``dropout``."""
+        return self.dropout if self.head_dropout is None else self.head_dropout
 
     def check(self) -> None:
         super().check()

@@ -16,6 +16,7 @@ BERT has no feed-forward hidden dropout (``model.ffn_dropout`` may only say 0).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -23,10 +24,12 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.data.types import Batch, TaskType
+from selfattn.models.architectures.transformer import TransformerOptions
 from selfattn.models.heads import SequenceClassifier, SequenceRegressor, TokenClassifier
 from selfattn.models.label_hooks import LabelModelHooks
 from selfattn.models.layer_choices import use_layer_choices
-from selfattn.models.options import DEFAULTS, ModelConfig, toml_value, unset
+from selfattn.models.option_groups import toml_value
+from selfattn.models.registry import unset
 from selfattn.pretrained.bert import BertConfig, BertEncoder
 
 #: ``[model]`` fields the checkpoint decides, with the checkpoint's value they may repeat.
@@ -57,14 +60,14 @@ _FINE_TUNING = frozenset(
 )
 
 
-def check_pretrained_fields(config: ModelConfig, bert: BertConfig) -> None:
+def check_pretrained_fields(config: TransformerOptions, bert: BertConfig) -> None:
     """Refuse, in one line, a ``[model]`` field that contradicts the checkpoint.
 
     Raises:
         ValueError: naming the field, its value and the checkpoint's.
     """
-    for name, default in DEFAULTS.items():
-        value = getattr(config, name)
+    for item in dataclasses.fields(config):
+        name, default, value = item.name, item.default, getattr(config, item.name)
         if name in _FINE_TUNING or unset(name, value):
             continue
         if name in _FROM_CHECKPOINT:
@@ -195,7 +198,7 @@ def _subwords(batch: Batch) -> Any:
 
 
 def build_pretrained_model(
-    config: ModelConfig,
+    config: TransformerOptions,
     *,
     task: TaskType,
     pretrained: dict[str, Any],

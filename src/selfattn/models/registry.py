@@ -1,5 +1,7 @@
 """The architecture table: :class:`Architecture` records in :data:`ARCHITECTURES`, filled
-by :func:`register_architecture`, and the ``[model]`` section read through it.
+by :func:`register_architecture`, and the ``[model]`` section read through it: the
+options class is picked by ``architecture`` (:func:`model_options`), and another
+architecture's options are made from the fields it shares (:func:`options_for`).
 
 This module imports no architecture: each file of :mod:`selfattn.models.architectures`
 registers its own options class, and importing that package imports every one of them
@@ -11,11 +13,12 @@ registers its own options class, and importing that package imports every one of
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from selfattn.models.option_groups import ModelOptions
+from selfattn.models.option_groups import ModelOptions, toml_value
 
 #: What an architecture gives a task (a task type accepts some, ``Task.accepts``):
 #: ``vectors``: one vector per input vector (a token, sequence, regression or multi-label
@@ -96,3 +99,88 @@ def architecture_named(name: str) -> Architecture:
             f"architecture), got {name!r}"
         )
     return ARCHITECTURES[name]
+
+
+def model_keys() -> tuple[str, ...]:
+    """Every ``[model]`` key some registered architecture reads, in registration order."""
+    keys = {name: None for entry in ARCHITECTURES.values() for name in entry.options.field_names()}
+    return tuple(keys)
+
+
+def field_default(name: str) -> Any:
+    """The default of ``[model]`` field ``name`` (every architecture that reads it has the
+    same one).
+
+    Raises:
+        KeyError: no registered architecture reads ``name``.
+    """
+    for entry in ARCHITECTURES.values():
+        for item in dataclasses.fields(entry.options):
+            if item.name == name:
+                return item.default
+    raise KeyError(name)
+
+
+#: The defaults these fields had before their BERT-style and CPU-faster ones. Configs and
+#: run folders written while ``[model]`` was one flat dataclass hold every field, and those
+#: of before the change hold these: where a model (or the task) does not read the field,
+#: they mean "unset" as today's default does, so those files still load.
+FORMER_DEFAULTS: dict[str, Any] = {
+    "ffn_dropout": None,
+    "head_dropout": None,
+    "dropout_masks": "bernoulli",
+    "linear_layers": "torch",
+}
+
+
+def unset(name: str, value: Any) -> bool:
+    """Whether ``value`` of field ``name`` is its default, or its former one
+    (:data:`FORMER_DEFAULTS`): what a model or a task that does not read it accepts."""
+    return value == field_default(name) or (
+        name in FORMER_DEFAULTS and value == FORMER_DEFAULTS[name]
+    )
+
+
+def model_options(architecture: str = "transformer", **values: Any) -> ModelOptions:
+    """The options of ``architecture`` with ``values`` (its other fields at their defaults).
+
+    A field ``architecture`` does not read is left out when it is unset (:func:`unset`, or
+    ``positional = "none"``, what an architecture without positions has): configs and run
+    folders written while ``[model]`` was one flat section hold every field, and one
+    ``[model]`` table can serve several architectures. Set to anything else, it is refused.
+
+    >>> model_options("bigru", embed_dim=64, num_heads=4)
+    BiGRUOptions(architecture='bigru', embed_dim=64, ...)
+
+    Raises:
+        ValueError: an unknown architecture, a field it does not read set to a value, or a
+            bad value (one line, naming the fields ``architecture`` reads).
+    """
+    options = architecture_named(architecture).options
+    reads = options.field_names()
+    unknown = sorted(set(values) - set(model_keys()))
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {', '.join(f'model.{key}' for key in unknown)}; valid keys of "
+            f"[model]: {', '.join(model_keys())}; architecture {architecture!r} reads: "
+            f"{', '.join(reads)} (selfattn config {architecture})"
+        )
+    for name, value in values.items():
+        if name not in reads and not (
+            unset(name, value) or (name == "positional" and value is None)
+        ):
+            raise ValueError(
+                f"model.{name} = {toml_value(value)}: architecture {architecture!r} does not "
+                f"use it; leave it at its default ({toml_value(field_default(name))}) or out "
+                f"({architecture} reads: {', '.join(reads)})"
+            )
+    return options(**{name: value for name, value in values.items() if name in reads})
+
+
+def options_for(options: ModelOptions, architecture: str) -> ModelOptions:
+    """The options of ``architecture`` made of the fields of ``options`` it reads (the rest
+    at its defaults), so the same section can train every architecture (``selfattn demo``
+    compares the baselines this way)."""
+    reads = architecture_named(architecture).options.field_names()
+    shared = {name: value for name, value in vars(options).items() if name in reads}
+    return model_options(**{**shared, "architecture": architecture})

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from selfattn.models.architectures.rnn import RNNOptions
 from selfattn.models.encoders import stack_config
 from selfattn.models.layer_choices import use_layer_choices
-from selfattn.models.options import ModelConfig, toml_value
+from selfattn.models.option_groups import AttentionOptions, ModelOptions, toml_value
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.models.seq2seq import ENCODER_STACKS, Seq2SeqTransformer, decoder_like
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import TaskSpec, check_fields
 
 
-def check_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, *, text: bool | None) -> None:
+def check_seq2seq_model(model: ModelOptions, seq2seq: Seq2SeqConfig, *, text: bool | None) -> None:
     """Refuse, in one line, a ``[model]`` section the Transformer encoder–decoder cannot
     use with ``seq2seq``: an encoder it cannot cross-attend to, a field a seq2seq model
     does not read, a clash of the two sections. It needs no data (``text``: the source is
@@ -29,6 +30,7 @@ def check_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, *, text: boo
             f"or 'rnn', got {model.architecture!r} (an encoder the decoder can cross-attend to)"
         )
     check_fields(model, task="seq2seq", text=text)
+    assert isinstance(model, AttentionOptions)  # ENCODER_STACKS: attention stacks
     if seq2seq.alignment != "content" and model.normalizer != "softmax":
         raise ValueError(
             f"seq2seq.alignment = {seq2seq.alignment!r} normalises the cross-attention with a "
@@ -36,7 +38,9 @@ def check_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, *, text: boo
         )
 
 
-def build_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSpec) -> Seq2SeqModel:
+def build_seq2seq_model(
+    model: ModelOptions, seq2seq: Seq2SeqConfig, spec: TaskSpec
+) -> Seq2SeqModel:
     """The encoder–decoder for ``spec`` (``num_labels`` = target vocabulary size).
 
     The encoder honours the whole ``[model]`` section, as a sequence task's encoder does:
@@ -53,9 +57,10 @@ def build_seq2seq_model(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSp
         ValueError: an architecture without attention (``fc``, ``bigru``, …), a field a
             seq2seq model does not use, or options that clash (one line each).
     """
-    if model.architecture == "rnn":
+    if isinstance(model, RNNOptions):
         return build_rnn_seq2seq(model, seq2seq, spec)
     check_seq2seq_model(model, seq2seq, text=spec.vocab_size is not None)
+    assert isinstance(model, AttentionOptions)
     stack = stack_config(model, max_len=spec.max_len)
     encoder = stack if seq2seq.source_positional else replace(stack, positional=None)
     decoder = decoder_like(stack, num_layers=seq2seq.decoder_layers or model.num_layers)
@@ -89,7 +94,7 @@ _RNN_REFUSES = {
 }
 
 
-def build_rnn_seq2seq(model: ModelConfig, seq2seq: Seq2SeqConfig, spec: TaskSpec) -> RNNSeq2Seq:
+def build_rnn_seq2seq(model: RNNOptions, seq2seq: Seq2SeqConfig, spec: TaskSpec) -> RNNSeq2Seq:
     """The RNN encoder–decoder with attention (:mod:`selfattn.models.rnn_seq2seq`) for
     ``spec``: ``embed_dim`` words, a bidirectional ``rnn_cell`` encoder of ``num_layers``
     with ``ffn_dim / 2`` per direction, a decoder of ``seq2seq.decoder_layers`` (default

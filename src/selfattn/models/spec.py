@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """What a model's input and output look like: everything besides its :class:`ModelConfig`
+    """What a model's input and output look like: everything besides its ``[model]`` options
     needed to rebuild it (it is stored in checkpoints).
 
     Attributes:

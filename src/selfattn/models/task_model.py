@@ -1,8 +1,9 @@
 """A whole task model: input embedding → sequence encoder → head, and its builder.
 
-Every field of :class:`ModelConfig` is honoured by the model it builds or refused in one
-line by :func:`check_fields`: what the architecture (its options class in
-:data:`~selfattn.models.registry.ARCHITECTURES`), the task or the input kind cannot use.
+The model config is the architecture's own options (its class in
+:data:`~selfattn.models.registry.ARCHITECTURES`, holding exactly the fields it reads). Every
+field is honoured by the model it builds or refused in one line by :func:`check_fields`:
+what the task or the input kind cannot use.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from torch import Tensor, nn
 
 from selfattn.data.types import Batch, TaskType
 from selfattn.kernels.linformer import LinformerKernel
-from selfattn.models.architectures import build_encoder
+from selfattn.models.architectures import ARCHITECTURES, build_encoder
 from selfattn.models.architectures.graph import GraphSequenceEncoder
+from selfattn.models.architectures.memn2n import MemN2NOptions
+from selfattn.models.architectures.transformer import TransformerOptions
 from selfattn.models.embedding import InputEmbedding
 from selfattn.models.encoders import AttentionSequenceEncoder, SequenceEncoder
 from selfattn.models.heads import (
@@ -29,14 +32,23 @@ from selfattn.models.heads import (
 from selfattn.models.label_hooks import LabelModelHooks
 from selfattn.models.layer_choices import use_layer_choices
 from selfattn.models.memory import MemoryTaskModel
-from selfattn.models.options import BITS_ARCHITECTURES, DEFAULTS, ModelConfig, toml_value, unset
+from selfattn.models.option_groups import EncoderOptions, ExitOptions, ModelOptions, toml_value
 from selfattn.models.pretrained import PretrainedTaskModel, build_pretrained_model
+from selfattn.models.registry import field_default, unset
 from selfattn.models.spec import TaskSpec
 from selfattn.models.vision import ImageEmbedding, build_image_parts, uses_image
 from selfattn.positional.learned import LearnedPositional
 
 #: What a [CLS] vector is called in attention-map labels.
 CLS_LABEL = "[CLS]"
+
+#: The architectures of the ``bits`` task, and only of it.
+BITS_ARCHITECTURES = tuple(
+    name for name, entry in ARCHITECTURES.items() if "bit_steps" in entry.produces
+)
+
+#: Architectures whose encoder can read a prepended [CLS] vector (``pooling = "cls"``).
+CLS_ARCHITECTURES = ("transformer", "conformer")
 
 
 class TaskModel(LabelModelHooks):
@@ -138,19 +150,24 @@ class TaskModel(LabelModelHooks):
         return [CLS_LABEL, *labels] if self.cls_token is not None else list(labels)
 
 
-def check_fields(config: ModelConfig, *, task: TaskType, text: bool | None) -> None:
-    """Refuse, in one line, a field that the architecture
-    (:meth:`~selfattn.models.options.ModelConfig.check_architecture`), the task or the input
+def check_fields(config: ModelOptions, *, task: TaskType, text: bool | None) -> None:
+    """Refuse, in one line, a field of the architecture's options that the task or the input
     kind would ignore (image-only fields without an image grid:
-    :func:`~selfattn.models.vision.build_image_parts`).
+    :func:`~selfattn.models.vision.build_image_parts`); a field the architecture does not
+    read is not in its options at all.
 
     Args:
-        config: the model section.
+        config: the model section, the architecture's options.
         task: ``"token"``, ``"sequence"``, ``"regression"`` or ``"seq2seq"``.
         text: the input is words (token ids), so character features and word dropout
             apply; ``None``: not known yet (those two are not checked).
     """
-    config.check_architecture()
+    if getattr(config, "pooling", "mean") == "cls" and config.architecture not in CLS_ARCHITECTURES:
+        raise ValueError(
+            f'model.pooling = "cls" needs an attention encoder '
+            f"({' or '.join(CLS_ARCHITECTURES)}), not architecture {config.architecture!r}; "
+            'use pooling = "attention"'
+        )
     unused: dict[str, str] = {}
     if task in ("token", "seq2seq"):
         unused["pooling"] = f"a {task} task pools nothing"
@@ -158,9 +175,9 @@ def check_fields(config: ModelConfig, *, task: TaskType, text: bool | None) -> N
         unused |= dict.fromkeys(("char_features", "word_dropout"), "this data is not words")
     if task not in ("token", "sequence"):
         unused["exit_heads"] = f"early exit is for token and sequence tasks, not a {task} task"
-    elif config.pretrained is not None:
+    elif getattr(config, "pretrained", None) is not None:
         unused["exit_heads"] = "a pretrained checkpoint's encoder has no exit heads here"
-    elif config.halting == "act":
+    elif getattr(config, "halting", "none") == "act":
         unused["exit_heads"] = (
             'model.halting = "act" chooses each position\'s depth itself; early exit needs '
             "the fixed stack's every block"
@@ -175,16 +192,17 @@ def check_fields(config: ModelConfig, *, task: TaskType, text: bool | None) -> N
         unused |= dict.fromkeys(
             ("halting", "ponder_weight"), "a seq2seq model's stacks run a fixed depth"
         )
+    reads = config.field_names()
     for name, reason in unused.items():
-        value, default = getattr(config, name), DEFAULTS[name]
-        if not unset(name, value):
+        value = getattr(config, name, None)
+        if name in reads and not unset(name, value):
             raise ValueError(
                 f"model.{name} = {toml_value(value)}: {reason}; leave it at its default "
-                f"({toml_value(default)})"
+                f"({toml_value(field_default(name))})"
             )
 
 
-def check_label_model(config: ModelConfig, *, task: TaskType, text: bool | None) -> None:
+def check_label_model(config: ModelOptions, *, task: TaskType, text: bool | None) -> None:
     """Refuse, in one line, a ``[model]`` section that cannot serve a label task: an
     architecture of another task type, or a field the task or the input kind would ignore
     (:func:`check_fields`). It needs no data, so a run refuses before reading any.
@@ -214,7 +232,7 @@ def check_label_model(config: ModelConfig, *, task: TaskType, text: bool | None)
 
 
 def build_model(
-    config: ModelConfig,
+    config: ModelOptions,
     *,
     task: TaskType,
     vocab_size: int | None,
@@ -231,7 +249,7 @@ def build_model(
     """The model ``config`` describes, for a task with these inputs and labels.
 
     Args:
-        config: the model section of the run's configuration.
+        config: the model section of the run's configuration (the architecture's options).
         task: ``"token"`` (:class:`TokenClassifier`) or ``"sequence"``
             (:class:`SequenceClassifier` with ``config.pooling``).
         vocab_size: word ids for text input; ``None`` for vector input.
@@ -252,15 +270,17 @@ def build_model(
             character features without a character vocabulary, an unknown task).
     """
     check_label_model(config, task=task, text=vocab_size is not None)
-    if config.pretrained is not None and pretrained is None:
+    checkpoint = getattr(config, "pretrained", None)
+    if checkpoint is not None and pretrained is None:
         raise ValueError(
-            f"model.pretrained = {config.pretrained!r}: a pretrained checkpoint reads text; "
+            f"model.pretrained = {checkpoint!r}: a pretrained checkpoint reads text; "
             "this data is not words"
             if vocab_size is None
-            else f"model.pretrained = {config.pretrained!r}, but the task was prepared "
+            else f"model.pretrained = {checkpoint!r}, but the task was prepared "
             "without the checkpoint"
         )
     if pretrained is not None:
+        assert isinstance(config, TransformerOptions), "model.pretrained is the transformer's"
         return build_pretrained_model(
             config,
             task=task,
@@ -278,8 +298,9 @@ def build_model(
                 pretrained=pretrained,
             ),
         )
-    if config.architecture == "memn2n":
+    if isinstance(config, MemN2NOptions):
         return _memory_model(config, task, vocab_size, num_labels, max_len)
+    assert isinstance(config, EncoderOptions), "check_label_model: an encoder architecture"
     if config.char_features and vocab_size is not None and char_vocab_size is None:
         raise ValueError("model.char_features is on, but there is no character vocabulary")
     use_chars = config.char_features and vocab_size is not None
@@ -298,7 +319,7 @@ def build_model(
     return _encoder_model(config, spec)
 
 
-def _encoder_model(config: ModelConfig, spec: TaskSpec) -> TaskModel:
+def _encoder_model(config: EncoderOptions, spec: TaskSpec) -> TaskModel:
     """Input embedding → sequence encoder → the task's head (with a [CLS] vector first,
     and a classifier after every block, when the config asks), built in that order."""
     embedding: InputEmbedding | ImageEmbedding
@@ -320,7 +341,7 @@ def _encoder_model(config: ModelConfig, spec: TaskSpec) -> TaskModel:
         encoder_len = spec.max_len + (cls_token is not None)
         encoder = build_encoder(config, max_len=encoder_len, edge_dim=spec.edge_dim)
     head = _head(config, spec, encoder.output_dim)
-    if config.exit_heads:
+    if isinstance(config, ExitOptions) and config.exit_heads:
         # Imported here: the early-exit model is a TaskModel, defined in terms of this module.
         from selfattn.models.early_exit import build_exit_model
 
@@ -336,7 +357,7 @@ def _encoder_model(config: ModelConfig, spec: TaskSpec) -> TaskModel:
 
 
 def _head(
-    config: ModelConfig, spec: TaskSpec, width: int
+    config: EncoderOptions, spec: TaskSpec, width: int
 ) -> TokenClassifier | SequenceClassifier | SequenceRegressor:
     """The head of ``spec.task`` on ``width``-wide encoder outputs."""
     if spec.task == "token":
@@ -359,7 +380,7 @@ def _head(
 
 
 def _memory_model(
-    config: ModelConfig, task: TaskType, vocab_size: int | None, num_labels: int, max_len: int
+    config: MemN2NOptions, task: TaskType, vocab_size: int | None, num_labels: int, max_len: int
 ) -> MemoryTaskModel:
     """The memory network of ``config`` (:mod:`selfattn.models.memory`; the task was
     checked by :func:`check_label_model`)."""
@@ -390,7 +411,7 @@ def input_length_limit(model: nn.Module) -> tuple[int, str] | None:
 
 
 def build_model_from_spec(
-    config: ModelConfig, spec: TaskSpec
+    config: ModelOptions, spec: TaskSpec
 ) -> TaskModel | PretrainedTaskModel | MemoryTaskModel:
     """:func:`build_model` with the inputs and labels of a stored :class:`TaskSpec`."""
     return build_model(config, **asdict(spec))

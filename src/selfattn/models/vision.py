@@ -26,7 +26,7 @@ from selfattn.positional.grid import GridPositional
 from selfattn.vision import PatchEmbedding, PixelEmbedding, vectors_to_image
 
 if TYPE_CHECKING:
-    from selfattn.models.options import ModelConfig
+    from selfattn.models.option_groups import EncoderOptions, ModelOptions
 
 ImageShape = tuple[int, int, int]
 
@@ -116,11 +116,11 @@ class ImageEmbedding(nn.Module):
         )
 
 
-def uses_image(config: ModelConfig) -> bool:
+def uses_image(config: ModelOptions) -> bool:
     """Whether ``config`` asks for an image model (it needs an image recipe's grid)."""
     return (
-        config.patch_size is not None
-        or config.grid_positional is not None
+        getattr(config, "patch_size", None) is not None
+        or getattr(config, "grid_positional", None) is not None
         or grid_encoder(config.architecture) is not None
     )
 
@@ -133,7 +133,7 @@ def grid_encoder(architecture: str) -> Any:
 
 
 def build_image_parts(
-    config: ModelConfig, image_shape: ImageShape | None, *, task: str
+    config: EncoderOptions, image_shape: ImageShape | None, *, task: str
 ) -> tuple[ImageEmbedding, SequenceEncoder | None]:
     """The image embedding ``config`` describes and, for ``cnn2d``, its encoder.
 

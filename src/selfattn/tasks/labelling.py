@@ -107,7 +107,7 @@ class LabelTask(Task):
             splits.train, data.train_fraction, stratify=splits.task == "sequence"
         )
         text = splits.input == "text"
-        if self.config.model.pretrained is not None:
+        if getattr(self.config.model, "pretrained", None) is not None:
             self.pretrained = PretrainedText.for_config(self.config, input_kind=splits.input)
         if text and data.bpe_vocab_size is not None:
             # Subwords for sequence tasks (token tasks keep words: labels belong to words).
@@ -134,7 +134,7 @@ class LabelTask(Task):
                     train_tokens, min_freq=data.min_freq, lowercase=data.lowercase
                 )
             )
-            if self.config.model.char_features:
+            if getattr(self.config.model, "char_features", False):
                 self.chars = CharVocabulary.build(train_tokens)
         features = splits.train[0].features
         edge_features = splits.train[0].edge_features

@@ -17,7 +17,7 @@ from torch import nn
 from selfattn.config import Config, DataConfig
 from selfattn.data.types import DataError, Example
 from selfattn.data.vocab import LabelVocabulary
-from selfattn.models.options import toml_value
+from selfattn.models.option_groups import toml_value
 from selfattn.models.pretrained import PretrainedTaskModel, checkpoint_config
 from selfattn.pretrained.bert import CONFIG_FILE, BertConfig
 from selfattn.pretrained.collate import SubwordCollator
@@ -53,7 +53,7 @@ class PretrainedText:
             ValueError: vector data; a ``[data]`` field the tokenizer decides; a ``[train]``
                 field that needs a pretrained model; the checkpoint cannot be read.
         """
-        name = config.model.pretrained
+        name = getattr(config.model, "pretrained", None)
         assert name is not None
         if input_kind != "text":
             raise DataError(
@@ -118,7 +118,7 @@ def refuse_tokenizer_fields(data: DataConfig, name: str) -> None:
 
 def refuse_freeze(config: Config) -> None:
     """``train.freeze_encoder`` without a pretrained encoder: one line."""
-    if config.train.freeze_encoder and config.model.pretrained is None:
+    if config.train.freeze_encoder and getattr(config.model, "pretrained", None) is None:
         raise ValueError(
             "train.freeze_encoder = true needs model.pretrained: a random encoder would stay random"
         )

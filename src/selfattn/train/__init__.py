@@ -9,12 +9,13 @@ from __future__ import annotations
 from selfattn.config import (
     Config,
     DataConfig,
-    ModelConfig,
+    ModelOptions,
     TrainConfig,
     config_from_dict,
     config_to_dict,
     config_to_toml,
     load_config,
+    model_options,
 )
 from selfattn.train.checkpoint import (
     FORMAT_VERSION,
@@ -43,7 +44,7 @@ __all__ = [
     "Checkpoint",
     "Config",
     "DataConfig",
-    "ModelConfig",
+    "ModelOptions",
     "Objective",
     "TrainConfig",
     "TrainResult",
@@ -58,6 +59,7 @@ __all__ = [
     "load_checkpoint",
     "load_config",
     "load_model",
+    "model_options",
     "resolve_device",
     "save_checkpoint",
     "seed_everything",

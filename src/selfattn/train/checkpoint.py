@@ -228,7 +228,14 @@ def load_checkpoint(directory: Path, *, map_location: str | torch.device = "cpu"
         config = config_from_dict(manifest["config"])
         spec = None if manifest["spec"] is None else TaskSpec.from_dict(manifest["spec"])
     except (ValueError, TypeError, KeyError, AttributeError) as error:
-        raise ValueError(f"{manifest_path}: unreadable stored configuration ({error})") from None
+        # Format 1 manifests written while [model] was one flat section store every field;
+        # config_from_dict drops those the architecture does not read while they hold a
+        # default, so only a field set to something else, which no model read, ends here.
+        raise ValueError(
+            f"{manifest_path}: unreadable stored configuration of checkpoint format "
+            f"{manifest['format_version']} ({error}); fix that field in the manifest's "
+            '"config" (a [model] field its architecture does not read: remove it)'
+        ) from None
     return Checkpoint(
         directory=directory,
         model_state={key: value.to(map_location) for key, value in weights.items()},

@@ -62,7 +62,7 @@ def load_initial_weights(
     differ = [
         f"model.{name}"
         for name, value in vars(config.model).items()
-        if getattr(stored.model, name) != value
+        if getattr(stored.model, name, None) != value
     ]
     differ += [
         f"seq2seq.{name}"

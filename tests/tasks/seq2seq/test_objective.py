@@ -15,7 +15,7 @@ from selfattn.data.batching.seq2seq_collate import (
 )
 from selfattn.data.specials import IGNORE_INDEX, PAD_ID
 from selfattn.data.vocab import Vocabulary
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.seq2seq_builder import build_seq2seq_model
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import TaskSpec
@@ -48,7 +48,7 @@ def _model(settings: Seq2SeqConfig, collator: Seq2SeqCollator) -> torch.nn.Modul
         vocab_size=len(collator.source_vocab),
         max_len=16,
     )
-    model_config = ModelConfig(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=32, dropout=0.0)
+    model_config = model_options(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=32, dropout=0.0)
     return build_seq2seq_model(model_config, settings, spec)
 
 
@@ -165,4 +165,4 @@ def test_config_refuses_inconsistent_settings() -> None:
         collator, _ = _batch()
         assert collator.source_vocab is not None
         spec = TaskSpec(task="seq2seq", num_labels=10, vocab_size=len(collator.source_vocab))
-        build_seq2seq_model(ModelConfig(architecture="bigru"), Seq2SeqConfig(), spec)
+        build_seq2seq_model(model_options(architecture="bigru"), Seq2SeqConfig(), spec)

@@ -15,7 +15,7 @@ import torch
 
 from selfattn.config import Config, DataConfig, TrainConfig
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
-from selfattn.models.options import ModelConfig
+from selfattn.models.registry import model_options
 from selfattn.models.seq2seq import BOS_ID, EOS_ID, PAD_ID
 from selfattn.models.seq2seq_builder import Seq2SeqModel, build_seq2seq_model
 from selfattn.models.seq2seq_options import Seq2SeqConfig
@@ -49,7 +49,7 @@ def _model(architecture: str) -> Seq2SeqModel:
     if architecture == "transformer":
         sizes["num_heads"] = 2
     spec = TaskSpec(task="seq2seq", num_labels=VOCAB, vocab_size=VOCAB, max_len=16)
-    config = ModelConfig(architecture=architecture, **sizes)  # type: ignore[arg-type]
+    config = model_options(architecture=architecture, **sizes)  # type: ignore[arg-type]
     return build_seq2seq_model(config, Seq2SeqConfig(), spec).double()
 
 

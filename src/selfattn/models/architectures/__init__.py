@@ -6,7 +6,7 @@ and one line below.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from selfattn.models.architectures.bigru import BiGRUOptions
 from selfattn.models.architectures.cnn import CNNOptions
@@ -21,10 +21,8 @@ from selfattn.models.architectures.ntm import NTMOptions
 from selfattn.models.architectures.rnn import RNNOptions
 from selfattn.models.architectures.transformer import TransformerOptions
 from selfattn.models.encoders import SequenceEncoder
+from selfattn.models.option_groups import EncoderOptions
 from selfattn.models.registry import ARCHITECTURES, Architecture
-
-if TYPE_CHECKING:
-    from selfattn.models.options import ModelConfig
 
 
 def vector_encoders() -> dict[str, Any]:
@@ -64,7 +62,7 @@ __all__ = [
 
 
 def build_encoder(
-    config: ModelConfig, *, max_len: int = 512, edge_dim: int | None = None
+    config: EncoderOptions, *, max_len: int = 512, edge_dim: int | None = None
 ) -> SequenceEncoder:
     """The encoder of ``config.architecture``'s registration (``edge_dim``: features per
     graph edge, which only ``graph`` reads).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -12,9 +11,6 @@ from selfattn.models.encoders import SequenceEncoder, zero_padding
 from selfattn.models.option_groups import EncoderOptions
 from selfattn.models.recurrent import bidirectional_rnn, run_packed
 from selfattn.models.registry import register_architecture
-
-if TYPE_CHECKING:
-    from selfattn.models.options import ModelConfig
 
 
 class BiGRUEncoder(SequenceEncoder):
@@ -38,7 +34,7 @@ class BiGRUEncoder(SequenceEncoder):
         self.gru = bidirectional_rnn(nn.GRU, embed_dim, hidden_dim, num_layers, dropout)
 
     @classmethod
-    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+    def from_config(cls, config: EncoderOptions, *, max_len: int = 512) -> SequenceEncoder:
         return cls(config.embed_dim, config.ffn_dim, config.num_layers, config.dropout)
 
     def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -11,9 +10,6 @@ from torch import Tensor, nn
 from selfattn.models.encoders import SequenceEncoder, zero_padding
 from selfattn.models.option_groups import EncoderOptions, doc
 from selfattn.models.registry import register_architecture
-
-if TYPE_CHECKING:
-    from selfattn.models.options import ModelConfig
 
 
 class CNNEncoder(SequenceEncoder):
@@ -45,7 +41,8 @@ class CNNEncoder(SequenceEncoder):
         self.dropout = nn.Dropout(dropout)
 
     @classmethod
-    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+    def from_config(cls, config: EncoderOptions, *, max_len: int = 512) -> SequenceEncoder:
+        assert isinstance(config, CNNOptions)
         return cls(
             config.embed_dim, config.ffn_dim, config.num_layers, config.window_k, config.dropout
         )

@@ -4,7 +4,6 @@ neighbourhood (lecture 000 §Self-attention v.s. CNN; :mod:`selfattn.models.visi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
 
@@ -12,9 +11,6 @@ from selfattn.models.encoders import SequenceEncoder
 from selfattn.models.option_groups import EncoderOptions, doc
 from selfattn.models.registry import register_architecture
 from selfattn.vision import vectors_to_image
-
-if TYPE_CHECKING:
-    from selfattn.models.options import ModelConfig
 
 
 class CNN2DEncoder(SequenceEncoder):
@@ -63,14 +59,15 @@ class CNN2DEncoder(SequenceEncoder):
         self.scale = (grid[0] // rows, grid[1] // cols)  # pixels per output cell, per side
 
     @classmethod
-    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+    def from_config(cls, config: EncoderOptions, *, max_len: int = 512) -> SequenceEncoder:
         raise ValueError(
             "architecture 'cnn2d' needs the image grid: build it with build_image_encoder"
         )
 
     @classmethod
-    def for_grid(cls, config: ModelConfig, grid: tuple[int, int]) -> CNN2DEncoder:
+    def for_grid(cls, config: EncoderOptions, grid: tuple[int, int]) -> CNN2DEncoder:
         """The encoder ``config`` describes, for a ``rows × cols`` grid of vectors."""
+        assert isinstance(config, CNN2DOptions)
         return cls(
             config.embed_dim,
             config.ffn_dim,

@@ -4,16 +4,12 @@ context at all (lecture 000 §Sequence Labeling)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
 
 from selfattn.models.encoders import SequenceEncoder, mlp_layers
 from selfattn.models.option_groups import EncoderOptions
 from selfattn.models.registry import register_architecture
-
-if TYPE_CHECKING:
-    from selfattn.models.options import ModelConfig
 
 
 class FCEncoder(SequenceEncoder):
@@ -35,7 +31,7 @@ class FCEncoder(SequenceEncoder):
         self.mlp = mlp_layers(embed_dim, hidden_dim, num_layers, dropout)
 
     @classmethod
-    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+    def from_config(cls, config: EncoderOptions, *, max_len: int = 512) -> SequenceEncoder:
         return cls(config.embed_dim, config.ffn_dim, config.num_layers, config.dropout)
 
     def forward(self, x: Tensor, key_padding_mask: Tensor) -> Tensor:

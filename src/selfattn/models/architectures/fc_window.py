@@ -4,7 +4,6 @@ lecture 000 §Sequence Labeling)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -12,9 +11,6 @@ from torch import Tensor, nn
 from selfattn.models.encoders import SequenceEncoder, mlp_layers, zero_padding
 from selfattn.models.option_groups import EncoderOptions, doc
 from selfattn.models.registry import register_architecture
-
-if TYPE_CHECKING:
-    from selfattn.models.options import ModelConfig
 
 
 class WindowFCEncoder(SequenceEncoder):
@@ -40,7 +36,8 @@ class WindowFCEncoder(SequenceEncoder):
         self.mlp = mlp_layers((2 * k + 1) * embed_dim, hidden_dim, num_layers, dropout)
 
     @classmethod
-    def from_config(cls, config: ModelConfig, *, max_len: int = 512) -> SequenceEncoder:
+    def from_config(cls, config: EncoderOptions, *, max_len: int = 512) -> SequenceEncoder:
+        assert isinstance(config, WindowFCOptions)
         return cls(
             config.embed_dim, config.ffn_dim, config.num_layers, config.window_k, config.dropout
         )

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from torch import Tensor
 
@@ -12,9 +11,6 @@ from selfattn.models.encoders import SequenceEncoder, stack_config
 from selfattn.models.graph import GraphTransformer
 from selfattn.models.option_groups import EncoderOptions, check_heads, doc
 from selfattn.models.registry import register_architecture
-
-if TYPE_CHECKING:
-    from selfattn.models.options import ModelConfig
 
 
 class GraphSequenceEncoder(SequenceEncoder):
@@ -24,16 +20,17 @@ class GraphSequenceEncoder(SequenceEncoder):
 
     name = "graph"
 
-    def __init__(self, config: ModelConfig, *, edge_dim: int | None = None) -> None:
+    def __init__(self, config: EncoderOptions, *, edge_dim: int | None = None) -> None:
         super().__init__()
+        assert isinstance(config, GraphOptions)
         self.output_dim = config.embed_dim
-        # A graph is a set: ModelConfig leaves positional at its default or none for it.
+        # A graph is a set: its options have no positions.
         stack = replace(stack_config(config), positional=None)
         self.encoder = GraphTransformer(stack, edge_dim=edge_dim)
 
     @classmethod
     def from_config(
-        cls, config: ModelConfig, *, max_len: int = 512, edge_dim: int | None = None
+        cls, config: EncoderOptions, *, max_len: int = 512, edge_dim: int | None = None
     ) -> SequenceEncoder:
         return cls(config, edge_dim=edge_dim)
 
