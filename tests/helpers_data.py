@@ -11,6 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from selfattn.data.readers.user_input import describe_input
+from selfattn.data.recipes.graphs import ELEMENTS
+
 #: Words by tag; "saw" is a verb and a noun, so that a tagger must read the context.
 WORDS: dict[str, list[str]] = {
     "DT": ["the", "a"],
@@ -76,3 +79,33 @@ def edit_json(path: Path, **changes: object) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     data.update(changes)
     path.write_text(json.dumps(data), encoding="utf-8")
+
+
+#: What a run of each input kind stores about its input, for ``read_input``: a speech
+#: model's (40 mel bands, 3 frames stacked), an MNIST image model's, a molecule model's
+#: and a graph model's.
+SPEECH_INPUT = describe_input(
+    "d",
+    "vectors",
+    feature_dim=120,
+    stored={"kind": "speech", "sample_rate": 16000, "n_mels": 40, "stack": 3},
+)
+IMAGE_INPUT = describe_input(
+    "mnist-5k",
+    "vectors",
+    feature_dim=1,
+    image_shape=(28, 28, 1),
+    stored={
+        "kind": "image",
+        "grid": [28, 28, 1],
+        "levels": 255,
+        "background": "dark",
+        "pixel_tokens": False,
+    },
+)
+MOLECULE_INPUT = describe_input(
+    "solubility",
+    "vectors",
+    stored={"kind": "molecule", "elements": list(ELEMENTS), "bond_orders": [1, 2, 3, 4]},
+)
+GRAPH_INPUT = describe_input("g", "vectors", feature_dim=2, stored={"kind": "graph"})

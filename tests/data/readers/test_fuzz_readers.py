@@ -33,8 +33,12 @@ from PIL import Image
 from selfattn.data import DataError, Example, load_dataset
 from selfattn.data.readers.user_graphs import MAX_EDGES, MAX_NODES
 from selfattn.data.readers.user_input import InputDescription, describe_input, read_input
-from selfattn.data.recipes.graphs import ELEMENTS
 from selfattn.data.types import DatasetSplits
+
+from ...helpers_data import GRAPH_INPUT as GRAPH
+from ...helpers_data import IMAGE_INPUT as IMAGE
+from ...helpers_data import MOLECULE_INPUT as MOLECULE
+from ...helpers_data import SPEECH_INPUT as SPEECH
 
 #: The most one case may take (a hang or a runaway is stopped here and fails); generous,
 #: as the first audio case also loads librosa.
@@ -43,31 +47,6 @@ CASE_SECONDS = 10.0
 MEMORY_BYTES = 1 << 30
 CASES = 24  # malformed files per format, besides the fixed attacks
 
-SPEECH = describe_input(
-    "d",
-    "vectors",
-    feature_dim=120,
-    stored={"kind": "speech", "sample_rate": 16000, "n_mels": 40, "stack": 3},
-)
-IMAGE = describe_input(
-    "mnist-5k",
-    "vectors",
-    feature_dim=1,
-    image_shape=(28, 28, 1),
-    stored={
-        "kind": "image",
-        "grid": [28, 28, 1],
-        "levels": 255,
-        "background": "dark",
-        "pixel_tokens": False,
-    },
-)
-MOLECULE = describe_input(
-    "solubility",
-    "vectors",
-    stored={"kind": "molecule", "elements": list(ELEMENTS), "bond_orders": [1, 2, 3, 4]},
-)
-GRAPH = describe_input("g", "vectors", feature_dim=2, stored={"kind": "graph"})
 VECTORS = describe_input("v", "vectors", feature_dim=3, stored={"kind": "vectors"})
 
 Case = tuple[str, bytes]  # (what was done, the file's bytes)

@@ -14,35 +14,13 @@ from PIL import Image
 
 from selfattn.data import DataError
 from selfattn.data.readers import audio, user_graphs, user_images
-from selfattn.data.readers.user_input import InputDescription, describe_input, read_input
-from selfattn.data.recipes.graphs import ELEMENTS
+from selfattn.data.readers.user_input import InputDescription, read_input
 from selfattn.speech.features import SAMPLE_RATE
 
-SPEECH = describe_input(
-    "d",
-    "vectors",
-    feature_dim=120,
-    stored={"kind": "speech", "sample_rate": 16000, "n_mels": 40, "stack": 3},
-)
-IMAGE = describe_input(
-    "mnist-5k",
-    "vectors",
-    feature_dim=1,
-    image_shape=(28, 28, 1),
-    stored={
-        "kind": "image",
-        "grid": [28, 28, 1],
-        "levels": 255,
-        "background": "dark",
-        "pixel_tokens": False,
-    },
-)
-MOLECULE = describe_input(
-    "solubility",
-    "vectors",
-    stored={"kind": "molecule", "elements": list(ELEMENTS), "bond_orders": [1, 2, 3, 4]},
-)
-GRAPH = describe_input("g", "vectors", feature_dim=2, stored={"kind": "graph"})
+from ...helpers_data import GRAPH_INPUT as GRAPH
+from ...helpers_data import IMAGE_INPUT as IMAGE
+from ...helpers_data import MOLECULE_INPUT as MOLECULE
+from ...helpers_data import SPEECH_INPUT as SPEECH
 
 
 def refused(argument: str, description: InputDescription, starts: str, *words: str) -> str:
