@@ -259,3 +259,40 @@ def test_a_loss_that_is_not_finite_on_one_rank_stops_or_skips_on_every_rank(
     else:
         assert process.returncode == 0, output
         assert "skipped 1 step (loss not finite)" in output
+
+
+#: A rank's life in a fresh interpreter: the group made by start(), DDP (which imports
+#: torch.distributed.nn on first use), one step, close(); then the threads left.
+_ONE_RANK = """
+import os, torch
+from torch import nn
+from selfattn.train.distributed import Distributed, World
+
+class SumLoss:
+    def loss(self, model, batch, step):
+        return model(batch).sum()
+
+group = Distributed(World(rank=0, size=2), "ddp")  # size > 1: the group's path
+group.start(torch.device("cpu"))
+step = group.wrap(nn.Linear(3, 2), SumLoss())
+step(torch.ones(4, 3), 0).backward()
+del step
+group.close()
+tasks = "/proc/self/task"
+print(*(open(f"{tasks}/{task}/comm").read().strip() for task in os.listdir(tasks)))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="lists threads from /proc")
+def test_close_ends_the_group_and_its_threads() -> None:
+    """After close() no gloo thread runs: the group ended there, not during interpreter
+    shutdown (where a rank can abort). It outlived close() while torch.distributed.nn,
+    imported after the group was made, kept it as a default argument."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "RANK": "0", "WORLD_SIZE": "1"}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="0", LOCAL_RANK="0")
+    done = subprocess.run(
+        [sys.executable, "-c", _ONE_RANK], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    threads = done.stdout.split()
+    assert threads and not [name for name in threads if "gloo" in name], threads

@@ -195,6 +195,7 @@ class Distributed:
             device = torch.device("cuda", self.world.local_rank)
             torch.cuda.set_device(device)
         if not dist.is_initialized():
+            _import_world_defaults()
             dist.init_process_group(
                 "nccl" if device.type == "cuda" else "gloo",
                 timeout=datetime.timedelta(seconds=self.timeout),
@@ -208,10 +209,11 @@ class Distributed:
         if self.size > 1 and dist.is_initialized():
             if wait:
                 dist.barrier()
-            # DDP's reducer keeps the group alive: let it go first, so that the group
-            # ends here and not while the interpreter shuts down, where gloo's worker
-            # threads freeing tensors abort the process ("terminate called without an
-            # active exception", seen once at exit of a rank that had trained).
+            # The group must end here, not while the interpreter shuts down: torn down
+            # then, with gloo's threads still running, a rank can abort ("terminate
+            # called without an active exception"). Whatever still holds the group
+            # keeps it: DDP's reducer (let go here) and default arguments captured at
+            # import (see _import_world_defaults).
             self._wrapper = None
             dist.destroy_process_group()
 
@@ -339,6 +341,19 @@ class Distributed:
             set_optimizer_state_dict(
                 model, optimizer, _named(optimizer_state, names), options=options
             )
+
+
+def _import_world_defaults() -> None:
+    """Import, before the process group exists, PyTorch's modules whose functions take
+    ``group=group.WORLD`` as a default argument.
+
+    A default is evaluated once, at import: imported after ``init_process_group`` (DDP
+    and FSDP import ``torch.distributed.nn`` on first use, through ``torch._dynamo``),
+    those functions keep the group in their defaults, ``destroy_process_group`` cannot
+    end it, and gloo's threads run on until the interpreter's shutdown frees the
+    functions. Imported first, the defaults hold ``None``.
+    """
+    import torch.distributed.nn  # noqa: F401
 
 
 def stack_blocks(model: nn.Module) -> list[nn.Module]:
