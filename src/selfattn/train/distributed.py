@@ -409,12 +409,13 @@ def inside_torchrun(environ: Mapping[str, str] | None = None) -> bool:
 
 def launch(nproc: int, arguments: Sequence[str]) -> int:
     """Run ``selfattn train ARGUMENTS`` on ``nproc`` processes of this machine with
-    torchrun; returns its exit status (the caller checks :func:`inside_torchrun` and
-    :func:`check_world_size` first)."""
+    torchrun (:mod:`selfattn.train.torchrun`: its report of a failed rank left out when
+    the rank said why itself); returns the ranks' exit status (the caller checks
+    :func:`inside_torchrun` and :func:`check_world_size` first)."""
     command = [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        "selfattn.train.torchrun",
         "--standalone",
         "--nproc_per_node",
         str(nproc),
