@@ -81,27 +81,21 @@ def edit_json(path: Path, **changes: object) -> None:
     path.write_text(json.dumps(data), encoding="utf-8")
 
 
+#: What ``input_format`` stores for the speech recipes (40 mel bands, 3 frames stacked) and
+#: a 28 × 28 image recipe.
+SPEECH_STORED = {"kind": "speech", "sample_rate": 16000, "n_mels": 40, "stack": 3}
+MNIST_STORED = {
+    "kind": "image",
+    "grid": [28, 28, 1],
+    "levels": 255,
+    "background": "dark",
+    "pixel_tokens": False,
+}
 #: What a run of each input kind stores about its input, for ``read_input``: a speech
-#: model's (40 mel bands, 3 frames stacked), an MNIST image model's, a molecule model's
-#: and a graph model's.
-SPEECH_INPUT = describe_input(
-    "d",
-    "vectors",
-    feature_dim=120,
-    stored={"kind": "speech", "sample_rate": 16000, "n_mels": 40, "stack": 3},
-)
+#: model's, an MNIST image model's, a molecule model's and a graph model's.
+SPEECH_INPUT = describe_input("d", "vectors", feature_dim=120, stored=SPEECH_STORED)
 IMAGE_INPUT = describe_input(
-    "mnist-5k",
-    "vectors",
-    feature_dim=1,
-    image_shape=(28, 28, 1),
-    stored={
-        "kind": "image",
-        "grid": [28, 28, 1],
-        "levels": 255,
-        "background": "dark",
-        "pixel_tokens": False,
-    },
+    "mnist-5k", "vectors", feature_dim=1, image_shape=(28, 28, 1), stored=MNIST_STORED
 )
 MOLECULE_INPUT = describe_input(
     "solubility",

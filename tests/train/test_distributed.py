@@ -58,6 +58,23 @@ def train(config: Path, run_dir: Path, *args: str) -> None:
     assert process.returncode == 0, output
 
 
+def on_two_processes(
+    config: Path, run_dir: Path, *args: str, **popen: Any
+) -> subprocess.Popen[str]:
+    """``selfattn train CONFIG --nproc 2`` into ``run_dir``, started (``popen``: how)."""
+    return selfattn(
+        "train",
+        str(config),
+        "--no-progress",
+        "--nproc",
+        "2",
+        "--set",
+        f"run_dir={run_dir}",
+        *args,
+        **popen,
+    )
+
+
 def losses(run_dir: Path) -> list[float]:
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line)["train_loss"] for line in lines]
@@ -105,14 +122,9 @@ def test_killed_launcher_leaves_a_resumable_run(tmp_path: Path, resume_with: str
     config = write_run(tmp_path, epochs=6)
     train(config, tmp_path / "whole", "--set", "train.checkpoint_every=1000")
     run_dir = tmp_path / "killed"
-    launcher = selfattn(
-        "train",
-        str(config),
-        "--no-progress",
-        "--nproc",
-        "2",
-        "--set",
-        f"run_dir={run_dir}",
+    launcher = on_two_processes(
+        config,
+        run_dir,
         "--set",
         "train.checkpoint_every=1",
         stdout=subprocess.DEVNULL,
@@ -238,14 +250,9 @@ def test_a_loss_that_is_not_finite_on_one_rank_stops_or_skips_on_every_rank(
     (tmp_path / "sitecustomize.py").write_text(POISON.replace("{rank}", "1"))
     path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
     monkeypatch.setenv("PYTHONPATH", path)
-    process = selfattn(
-        "train",
-        str(config),
-        "--no-progress",
-        "--nproc",
-        "2",
-        "--set",
-        f"run_dir={tmp_path / 'run'}",
+    process = on_two_processes(
+        config,
+        tmp_path / "run",
         "--set",
         f"train.nan_policy={policy}",
         stdout=subprocess.PIPE,

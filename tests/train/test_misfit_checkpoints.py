@@ -71,12 +71,20 @@ def _copy_run(trained: Path, tmp_path: Path, spoil: Callable[[Path], None]) -> P
     return run_dir
 
 
+def _resume_spoiled(
+    trained: Path, tmp_path: Path, spoil: Callable[[Path], None], capsys: pytest.CaptureFixture[str]
+) -> tuple[Path, str]:
+    """A copy of the trained run with ``spoil`` done to its last checkpoint, resumed: the
+    run folder and the one-line error."""
+    run_dir = _copy_run(trained, tmp_path, spoil)
+    argv = ["train", str(trained), "--no-progress", "--resume"]
+    return run_dir, one_line_error(capsys, [*argv, "--set", f"run_dir={run_dir}"])
+
+
 def test_resume_refuses_weights_of_another_shape(
     trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_dir = _copy_run(trained, tmp_path, _wider_weights)
-    argv = ["train", str(trained), "--no-progress", "--resume"]
-    err = one_line_error(capsys, [*argv, "--set", f"run_dir={run_dir}"])
+    run_dir, err = _resume_spoiled(trained, tmp_path, _wider_weights, capsys)
     assert str(run_dir / "last") in err and "head.proj.weight" in err
     assert "[2, 32]" in err and "[2, 16]" in err, err
 
@@ -84,9 +92,7 @@ def test_resume_refuses_weights_of_another_shape(
 def test_resume_refuses_an_optimizer_state_of_another_shape(
     trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_dir = _copy_run(trained, tmp_path, _wider_optimizer_state)
-    argv = ["train", str(trained), "--no-progress", "--resume"]
-    err = one_line_error(capsys, [*argv, "--set", f"run_dir={run_dir}"])
+    run_dir, err = _resume_spoiled(trained, tmp_path, _wider_optimizer_state, capsys)
     assert str(run_dir / "last") in err and "optimizer" in err and "99" in err, err
 
 

