@@ -265,6 +265,7 @@ def test_a_loss_that_is_not_finite_on_one_rank_stops_or_skips_on_every_rank(
         assert output.count(stopped) == 2, output
         # and torchrun's own report of the failed ranks (a traceback and a table) is left out
         assert "Traceback" not in output and "ChildFailedError" not in output, output
+        assert "SIGTERM" not in output and "exitcode" not in output, output  # nor its log
     else:
         assert process.returncode == 0, output
         assert "skipped 1 step (loss not finite)" in output

@@ -29,6 +29,18 @@ def test_ranks_that_said_why_give_their_status_quietly(
     assert capsys.readouterr().err == ""
 
 
+def test_ranks_torchrun_stopped_after_one_said_why_are_quiet_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torchrun sends SIGTERM to the other ranks once one has failed: the one that said why
+    gives the status."""
+    monkeypatch.setattr(torchrun, "run", failing(-15, 2))
+    assert torchrun.main(["--nproc_per_node", "2", "-m", "selfattn", "train", "x"]) == 2
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(torchrun, "run", failing(-15, -15))  # stopped, and nobody said why
+    assert torchrun.main(["--nproc_per_node", "2", "-m", "selfattn", "train", "x"]) == 1
+
+
 def test_another_failure_is_one_line_naming_each_rank(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
