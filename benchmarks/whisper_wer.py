@@ -26,42 +26,15 @@ from pathlib import Path
 
 import torch
 
-from selfattn.data.fetch.sources import DebianPackage
 from selfattn.data.readers.audio import read_wav
+from selfattn.pretrained.recordings import recordings as pocketsphinx_recordings
 from selfattn.pretrained.transcribe import Transcriber, greedy_tokens, word_error_rate
 from selfattn.speech.whisper_mel import whisper_log_mel
-
-_DATA = "usr/share/pocketsphinx/test/data"
-_LIBRIVOX = [f"sense_and_sensibility_01_austen_64kb-{n:04d}" for n in (870, 880, 890, 920, 930)]
-_CARDS = ["001", "002", "003", "004", "005"]
-POCKETSPHINX_TESTDATA = DebianPackage(
-    package="pocketsphinx-testdata",
-    version="0.8+5prealpha+1-15",
-    sha256="eaeb7a01d54f20b799d1a81ef110ec544b2cb47ea006614078220737a33019f0",
-    members=(
-        f"{_DATA}/librivox/transcription",
-        *(f"{_DATA}/librivox/{i}.wav" for i in _LIBRIVOX),
-        f"{_DATA}/cards/cards.transcription",
-        *(f"{_DATA}/cards/{i}.wav" for i in _CARDS),
-    ),
-    download_mb=1.8,
-)
 
 
 def recordings() -> list[tuple[str, Path, str]]:
     """``(set, WAV file, reference)`` for every recording, fetched on first use."""
-    files = {path.name: path for path in POCKETSPHINX_TESTDATA.fetch()}
-    references: dict[str, str] = {}
-    for name in ("transcription", "cards.transcription"):
-        for line in files[name].read_text().splitlines():
-            words, _, utterance = line.rpartition("(")
-            text = words.replace("<s>", "").replace("</s>", "").strip()
-            references[utterance.rstrip(")").strip()] = text
-    return [
-        (corpus, files[f"{i}.wav"], references[i])
-        for corpus, ids in (("librivox", _LIBRIVOX), ("cards", _CARDS))
-        for i in ids
-    ]
+    return [(r.corpus, r.path, r.reference) for r in pocketsphinx_recordings()]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

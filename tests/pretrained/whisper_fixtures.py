@@ -14,8 +14,8 @@ from tokenizers import AddedToken, Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 
-from selfattn.data.fetch.sources import DebianPackage
 from selfattn.data.types import DataError
+from selfattn.pretrained.recordings import POCKETSPHINX_TESTDATA, recordings
 from selfattn.pretrained.weights import PRETRAINED, PretrainedError
 
 #: The tiny model's ordinary words: ids 0 … 49.
@@ -102,34 +102,13 @@ def whisper_folder() -> Path:
         pytest.skip(f"whisper-base: its weights cannot be fetched here ({err})")
 
 
-#: Debian's pocketsphinx-testdata: five LibriVox excerpts (16 kHz WAV) and their transcript.
-LIBRIVOX_IDS = tuple(
-    f"sense_and_sensibility_01_austen_64kb-{n:04d}" for n in (870, 880, 890, 920, 930)
-)
-_LIBRIVOX = "usr/share/pocketsphinx/test/data/librivox"
-POCKETSPHINX_TESTDATA = DebianPackage(
-    package="pocketsphinx-testdata",
-    version="0.8+5prealpha+1-15",
-    sha256="eaeb7a01d54f20b799d1a81ef110ec544b2cb47ea006614078220737a33019f0",
-    members=(f"{_LIBRIVOX}/transcription", *(f"{_LIBRIVOX}/{i}.wav" for i in LIBRIVOX_IDS)),
-    download_mb=1.8,
-)
-
-
 def librivox_recordings() -> dict[str, tuple[Path, str]]:
     """Each LibriVox excerpt's id → (its WAV file, its reference words, lower case).
 
     Raises:
         DataError: the package cannot be fetched (no network, no apt-get).
     """
-    transcription, *wavs = POCKETSPHINX_TESTDATA.fetch()
-    references = {}
-    for line in transcription.read_text().splitlines():
-        words, _, utterance = line.rpartition("(")
-        references[utterance.rstrip(")").strip()] = (
-            words.replace("<s>", "").replace("</s>", "").strip()
-        )
-    return {wav.stem: (wav, references[wav.stem]) for wav in wavs}
+    return {r.path.stem: (r.path, r.reference) for r in recordings() if r.corpus == "librivox"}
 
 
 @pytest.fixture(scope="session")
