@@ -84,8 +84,7 @@ def check_writable(path: Path, *, folder: bool) -> None:
         return
     existed = path.exists()
     try:
-        with open(path, "ab"):
-            pass
+        open(path, "ab").close()  # opened for writing, nothing written
     except OSError as error:
         raise ValueError(f"{path}: cannot write ({error.strerror})") from None
     if not existed:
