@@ -263,12 +263,23 @@ class EncoderOptions(ModelOptions):
 
 
 @dataclass(frozen=True)
-class AttentionOptions(EncoderOptions):
-    """An encoder of self-attention blocks: the attention's fields."""
+class HeadsOptions(EncoderOptions):
+    """An encoder of multi-head attention blocks (self-attention over a sequence or along a
+    graph's edges): the number of heads."""
 
     num_heads: int = field(
         default=4, metadata=doc("H: attention heads (embed_dim must be divisible by it)")
     )
+
+    def check(self) -> None:
+        super().check()
+        check_heads(self.embed_dim, self.num_heads)
+
+
+@dataclass(frozen=True)
+class AttentionOptions(HeadsOptions):
+    """An encoder of self-attention blocks: the attention's fields."""
+
     attention: str = field(
         default="dense",
         metadata=doc(
@@ -302,7 +313,6 @@ class AttentionOptions(EncoderOptions):
 
     def check(self) -> None:
         super().check()
-        check_heads(self.embed_dim, self.num_heads)
         if self.attention_size is not None:
             if KERNELS[self.attention].size_option is None:
                 raise ValueError(
@@ -366,6 +376,24 @@ class ExitOptions(ModelOptions):
                 f'model.exit_loss_weights = "{self.exit_loss_weights}" needs '
                 "model.exit_heads = true"
             )
+
+
+@dataclass(frozen=True)
+class AttentionStackOptions(ExitOptions, AttentionOptions):
+    """A stack of self-attention blocks over a sequence (a transformer's or a Conformer's):
+    the attention's fields, early exits and the positional encoding."""
+
+    positional: str | None = field(
+        default="sinusoidal",
+        metadata=doc("the positional encoding (sinusoidal, learned, relative, rope, …) or none"),
+    )
+
+
+@dataclass(frozen=True)
+class ConvolutionOptions(EncoderOptions):
+    """An encoder of stacked convolutions (``ffn_dim``: their channels): the kernel's size."""
+
+    window_k: int = field(default=5, metadata=doc("kernel half-width k (kernel size 2k + 1)"))
 
 
 #: ``model.score`` values of the ``rnn`` architecture only (Luong's "general": zᵀ W_a h).
