@@ -18,7 +18,7 @@ from typing import Any, Literal
 from selfattn.attention.dropout import DROPOUT_MASKS, DropoutMasks
 from selfattn.attention.normalizers import NORMALIZERS
 from selfattn.attention.scores import SCORES
-from selfattn.blocks.config import kernel_takes_dropout
+from selfattn.blocks.config import kernel_takes_dropout, scoring_clash
 from selfattn.kernels import KERNELS
 from selfattn.models.linear_layers import LINEAR_LAYERS, LinearLayers
 from selfattn.positional import GRID_POSITIONAL, POSITIONAL
@@ -333,15 +333,12 @@ class AttentionOptions(HeadsOptions):
                 'model.halting = "act"; without it leave it at its default'
             )
         check_score(self.score, rnn=False)
-        kernel = KERNELS[self.attention]
-        defaults = {"score": "scaled_dot", "normalizer": "softmax", "include_self": True}
-        for name, default in defaults.items():
-            value = getattr(self, name)
-            if value != default and not kernel.supports("scores"):
-                raise ValueError(
-                    f'model.{name} = {toml_value(value)} needs model.attention = "dense": '
-                    f"kernel {self.attention!r} computes its own scaled dot-product softmax"
-                )
+        clash = scoring_clash(self.attention, self)
+        if clash is not None:
+            raise ValueError(
+                f"model.{clash} = {toml_value(getattr(self, clash))} needs model.attention = "
+                f'"dense": kernel {self.attention!r} computes its own scaled dot-product softmax'
+            )
         if self.attention_dropout and not kernel_takes_dropout(self.attention):
             raise ValueError(
                 f"model.attention_dropout = {self.attention_dropout}: model.attention "
