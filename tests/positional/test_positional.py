@@ -83,6 +83,26 @@ def test_options_are_listed_and_used() -> None:
     assert relative.key_table.shape == (7, D) and not relative.needs_weights
 
 
+def test_every_encoding_is_built_from_the_arguments_its_constructor_names() -> None:
+    """The registry passes embed_dim, num_heads, head_dim (E // H) and max_len to the
+    constructors that name them; the other parameters are the encoding's options."""
+
+    class Scaled(RelativePositional):
+        def __init__(self, head_dim: int, num_heads: int, scale: float = 2.0) -> None:
+            super().__init__()
+            self.head_dim, self.num_heads, self.scale = head_dim, num_heads, scale
+
+    assert Scaled.options() == {"scale": 2.0}
+    built = Scaled.build(embed_dim=E, num_heads=H, max_len=MAX_LEN, scale=0.5)
+    assert (built.head_dim, built.num_heads, built.scale) == (D, H, 0.5)
+    assert positional_options("floater") == {"hidden_dim": 64, "delta": None, "substeps": 1}
+    learned = build("learned")
+    assert isinstance(learned, LearnedPositional)
+    assert learned.table.weight.shape == (MAX_LEN, E)
+    with pytest.raises(ValueError, match="divisible"):
+        Scaled.build(embed_dim=E, num_heads=5)
+
+
 # ---------------------------------------------------------------- absolute contract
 
 

@@ -21,7 +21,14 @@ from selfattn.pretrained.ctranslate2 import read_ct2
 from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.weights import WHISPER_BASE
 
-from .whisper_fixtures import SPECIALS, TINY, tiny_whisper, whisper_folder, write_tokenizer
+from .whisper_fixtures import (
+    SPECIALS,
+    TINY,
+    one_line_refusal,
+    tiny_whisper,
+    whisper_folder,
+    write_tokenizer,
+)
 
 __all__ = ["whisper_folder"]  # the fixture, imported for the slow tests
 
@@ -198,11 +205,7 @@ def test_float16_values_are_widened_exactly(
 
 
 def _one_line_refusal(path: Path) -> str:
-    with pytest.raises(PretrainedError) as caught:
-        read_ct2(path)
-    message = str(caught.value)
-    assert "\n" not in message and str(path) in message
-    return message
+    return one_line_refusal(read_ct2, path)
 
 
 def test_a_truncated_file_is_refused_in_one_line(

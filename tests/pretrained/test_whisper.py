@@ -14,7 +14,6 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 from selfattn.attention.cache import DecoderCache
-from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.whisper import (
     WhisperModel,
     hf_name,
@@ -23,7 +22,14 @@ from selfattn.pretrained.whisper import (
 )
 from selfattn.speech.whisper_mel import whisper_log_mel
 
-from .whisper_fixtures import TINY, librivox, tiny_folder, tiny_whisper, whisper_folder
+from .whisper_fixtures import (
+    TINY,
+    librivox,
+    one_line_refusal,
+    tiny_folder,
+    tiny_whisper,
+    whisper_folder,
+)
 
 __all__ = ["librivox", "tiny_folder", "whisper_folder"]  # fixtures
 
@@ -116,11 +122,7 @@ def _copy(folder: Path, tmp_path: Path) -> Path:
 
 
 def _refusal(folder: Path) -> str:
-    with pytest.raises(PretrainedError) as caught:
-        load_whisper(folder)
-    message = str(caught.value)
-    assert "\n" not in message and str(folder) in message
-    return message
+    return one_line_refusal(load_whisper, folder)
 
 
 def test_a_folder_of_another_model_type_is_refused(tiny_folder: Path, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ and the real whisper-base folder (fetched and converted, or a skip saying why no
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,15 @@ TINY = {
     "suppress_tokens": [3, 4, *range(51, 64)],
     "begin_suppress_tokens": [50],
 }
+
+
+def one_line_refusal(read: Callable[[Path], object], path: Path) -> str:
+    """The :class:`PretrainedError` that ``read(path)`` raises: one line naming ``path``."""
+    with pytest.raises(PretrainedError) as caught:
+        read(path)
+    message = str(caught.value)
+    assert "\n" not in message and str(path) in message
+    return message
 
 
 def write_tokenizer(path: Path, specials: dict[str, int] = SPECIALS) -> Path:

@@ -28,6 +28,18 @@ ConvNormName = Literal["batch", "layer"]
 DEFAULT_SCORING = {"score": "scaled_dot", "normalizer": "softmax", "include_self": True}
 
 
+def scoring_clash(attention: str, options: object) -> str | None:
+    """The first scoring field of ``options`` (``score``, ``normalizer``, ``include_self``)
+    away from its default that kernel ``attention`` cannot honour, as it computes its own
+    scaled dot-product softmax; ``None`` when there is none."""
+    if KERNELS[attention].supports("scores"):
+        return None
+    changed = (
+        name for name, default in DEFAULT_SCORING.items() if getattr(options, name) != default
+    )
+    return next(changed, None)
+
+
 def kernel_takes_dropout(name: str) -> bool:
     """Whether the kernel called ``name`` drops attention weights (its own ``dropout``)."""
     return "dropout" in inspect.signature(KERNELS[name].__init__).parameters
@@ -146,13 +158,13 @@ class BlockConfig:
             raise ValueError(
                 f"unknown attention kernel {self.attention!r}; choose one of {sorted(KERNELS)}"
             )
+        clash = scoring_clash(self.attention, self)
+        if clash is not None:
+            raise ValueError(
+                f"{clash}={getattr(self, clash)!r} needs attention='dense': kernel "
+                f"{self.attention!r} computes its own scaled dot-product softmax scores"
+            )
         kernel = KERNELS[self.attention]
-        for name, default in DEFAULT_SCORING.items():
-            if getattr(self, name) != default and not kernel.supports("scores"):
-                raise ValueError(
-                    f"{name}={getattr(self, name)!r} needs attention='dense': kernel "
-                    f"{self.attention!r} computes its own scaled dot-product softmax scores"
-                )
         if self.num_kv_heads not in (None, self.num_heads) and not kernel.supports("gqa"):
             raise ValueError(
                 f"num_kv_heads={self.num_kv_heads} needs attention='dense': kernel "

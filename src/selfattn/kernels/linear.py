@@ -27,6 +27,7 @@ The matrix the kernel implies, ``A_ij = φ(q_i)ᵀφ(k_j) / Σ_j' φ(q_i)ᵀφ(k
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -260,8 +261,39 @@ def linear_attention_step(
     return _divide(numerator, denominator, eps), LinearAttentionState(s, z)
 
 
+class FeatureMapKernel(AttentionKernel):
+    """Linear attention ``φ(q)ᵀφ(k)`` with a subclass's feature map φ (:meth:`features`):
+    causal, with the implied weights when asked for, and incremental. It never forms the
+    ``(T, S)`` scores, so it takes no mask and no other score.
+
+    Subclasses set ``chunk_size`` (positions per chunk of the causal form) and ``eps``
+    (floor of the denominator).
+    """
+
+    supports_causal = True
+    supports_weights = True  # the implied matrix, formed only when asked for
+    supports_cache = True  # causal with T < S is bottom-right aligned: the last T queries
+    reasons: ClassVar[dict[Capability, str]] = {
+        "mask": "it never forms the (T, S) scores a mask would change",
+    }
+    chunk_size: int
+    eps: float
+
+    @abc.abstractmethod
+    def features(self, q: Tensor, k: Tensor, request: AttentionRequest) -> tuple[Tensor, Tensor]:
+        """``(φ(q), φ(k))`` of queries ``(B, H, T, D)`` and keys ``(B, H, S, D)``."""
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, request: AttentionRequest
+    ) -> tuple[Tensor, Tensor | None]:
+        phi_q, phi_k = self.features(q, k, request)
+        return attend_with_features(
+            phi_q, phi_k, v, request, chunk_size=self.chunk_size, eps=self.eps
+        )
+
+
 @register_kernel
-class LinearKernel(AttentionKernel):
+class LinearKernel(FeatureMapKernel):
     """Linear attention with ``φ(x) = elu(x) + 1`` (Katharopoulos et al. 2020).
 
     Not softmax attention: a different similarity, learned around. Cost O(L·D·Dv) time,
@@ -273,11 +305,8 @@ class LinearKernel(AttentionKernel):
     """
 
     name = "linear"
-    supports_causal = True
-    supports_weights = True  # the implied matrix, formed only when asked for
-    supports_cache = True  # causal with T < S is bottom-right aligned: the last T queries
     reasons: ClassVar[dict[Capability, str]] = {
-        "mask": "it never forms the (T, S) scores a mask would change",
+        **FeatureMapKernel.reasons,
         "scores": "its similarity is the kernel φ(q)ᵀφ(k) with φ = elu + 1",
     }
 
@@ -288,17 +317,8 @@ class LinearKernel(AttentionKernel):
         self.chunk_size = chunk_size
         self.eps = eps
 
-    def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, request: AttentionRequest
-    ) -> tuple[Tensor, Tensor | None]:
-        return attend_with_features(
-            elu_feature_map(q),
-            elu_feature_map(k),
-            v,
-            request,
-            chunk_size=self.chunk_size,
-            eps=self.eps,
-        )
+    def features(self, q: Tensor, k: Tensor, request: AttentionRequest) -> tuple[Tensor, Tensor]:
+        return elu_feature_map(q), elu_feature_map(k)
 
     @staticmethod
     def initial_state(q: Tensor, v: Tensor) -> LinearAttentionState:

@@ -26,9 +26,9 @@ import torch
 from torch import Tensor
 
 from selfattn.attention.functional import zero_padding
-from selfattn.attention.kernel import AttentionKernel, AttentionRequest, Capability
+from selfattn.attention.kernel import AttentionRequest, Capability
 from selfattn.kernels.base import register_kernel
-from selfattn.kernels.linear import attend_with_features
+from selfattn.kernels.linear import FeatureMapKernel
 
 __all__ = ["PerformerKernel", "favor_features", "orthogonal_gaussian"]
 
@@ -85,7 +85,7 @@ def favor_features(
 
 
 @register_kernel
-class PerformerKernel(AttentionKernel):
+class PerformerKernel(FeatureMapKernel):
     """Softmax attention approximated by FAVOR+ (Choromanski et al. 2021).
 
     Cost O(L·m·(D + Dv)) time, O(L·m + m·Dv) memory for m random features. The error
@@ -104,11 +104,8 @@ class PerformerKernel(AttentionKernel):
 
     name = "performer"
     size_option = "num_features"
-    supports_causal = True
-    supports_weights = True  # the implied matrix, formed only when asked for
-    supports_cache = True  # causal with T < S is bottom-right aligned: the last T queries
     reasons: ClassVar[dict[Capability, str]] = {
-        "mask": "it never forms the (T, S) scores a mask would change",
+        **FeatureMapKernel.reasons,
         "scores": "it approximates scaled-dot softmax with random features",
     }
 
@@ -141,16 +138,12 @@ class PerformerKernel(AttentionKernel):
         drawn = orthogonal_gaussian(self.num_features, self.head_dim, generator=self._generator)
         self.projection.copy_(drawn)
 
-    def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, request: AttentionRequest
-    ) -> tuple[Tensor, Tensor | None]:
+    def features(self, q: Tensor, k: Tensor, request: AttentionRequest) -> tuple[Tensor, Tensor]:
+        """FAVOR+ features of ``q`` and ``k`` (padded keys zeroed first)."""
         if q.shape[-1] != self.head_dim:
             raise ValueError(f"performer built for head_dim {self.head_dim}, got {q.shape[-1]}")
         pad = request.key_padding_mask
         if pad is not None:  # exp(NaN) would leak through the gradient
             k = zero_padding(k, pad)
         phi_q = favor_features(q, self.projection, is_query=True)
-        phi_k = favor_features(k, self.projection, is_query=False, key_padding_mask=pad)
-        return attend_with_features(
-            phi_q, phi_k, v, request, chunk_size=self.chunk_size, eps=self.eps
-        )
+        return phi_q, favor_features(k, self.projection, is_query=False, key_padding_mask=pad)

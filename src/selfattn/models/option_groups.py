@@ -18,7 +18,7 @@ from typing import Any, Literal
 from selfattn.attention.dropout import DROPOUT_MASKS, DropoutMasks
 from selfattn.attention.normalizers import NORMALIZERS
 from selfattn.attention.scores import SCORES
-from selfattn.blocks.config import kernel_takes_dropout
+from selfattn.blocks.config import kernel_takes_dropout, scoring_clash
 from selfattn.kernels import KERNELS
 from selfattn.models.linear_layers import LINEAR_LAYERS, LinearLayers
 from selfattn.positional import GRID_POSITIONAL, POSITIONAL
@@ -263,12 +263,23 @@ class EncoderOptions(ModelOptions):
 
 
 @dataclass(frozen=True)
-class AttentionOptions(EncoderOptions):
-    """An encoder of self-attention blocks: the attention's fields."""
+class HeadsOptions(EncoderOptions):
+    """An encoder of multi-head attention blocks (self-attention over a sequence or along a
+    graph's edges): the number of heads."""
 
     num_heads: int = field(
         default=4, metadata=doc("H: attention heads (embed_dim must be divisible by it)")
     )
+
+    def check(self) -> None:
+        super().check()
+        check_heads(self.embed_dim, self.num_heads)
+
+
+@dataclass(frozen=True)
+class AttentionOptions(HeadsOptions):
+    """An encoder of self-attention blocks: the attention's fields."""
+
     attention: str = field(
         default="dense",
         metadata=doc(
@@ -302,7 +313,6 @@ class AttentionOptions(EncoderOptions):
 
     def check(self) -> None:
         super().check()
-        check_heads(self.embed_dim, self.num_heads)
         if self.attention_size is not None:
             if KERNELS[self.attention].size_option is None:
                 raise ValueError(
@@ -323,15 +333,12 @@ class AttentionOptions(EncoderOptions):
                 'model.halting = "act"; without it leave it at its default'
             )
         check_score(self.score, rnn=False)
-        kernel = KERNELS[self.attention]
-        defaults = {"score": "scaled_dot", "normalizer": "softmax", "include_self": True}
-        for name, default in defaults.items():
-            value = getattr(self, name)
-            if value != default and not kernel.supports("scores"):
-                raise ValueError(
-                    f'model.{name} = {toml_value(value)} needs model.attention = "dense": '
-                    f"kernel {self.attention!r} computes its own scaled dot-product softmax"
-                )
+        clash = scoring_clash(self.attention, self)
+        if clash is not None:
+            raise ValueError(
+                f"model.{clash} = {toml_value(getattr(self, clash))} needs model.attention = "
+                f'"dense": kernel {self.attention!r} computes its own scaled dot-product softmax'
+            )
         if self.attention_dropout and not kernel_takes_dropout(self.attention):
             raise ValueError(
                 f"model.attention_dropout = {self.attention_dropout}: model.attention "
@@ -366,6 +373,24 @@ class ExitOptions(ModelOptions):
                 f'model.exit_loss_weights = "{self.exit_loss_weights}" needs '
                 "model.exit_heads = true"
             )
+
+
+@dataclass(frozen=True)
+class AttentionStackOptions(ExitOptions, AttentionOptions):
+    """A stack of self-attention blocks over a sequence (a transformer's or a Conformer's):
+    the attention's fields, early exits and the positional encoding."""
+
+    positional: str | None = field(
+        default="sinusoidal",
+        metadata=doc("the positional encoding (sinusoidal, learned, relative, rope, …) or none"),
+    )
+
+
+@dataclass(frozen=True)
+class ConvolutionOptions(EncoderOptions):
+    """An encoder of stacked convolutions (``ffn_dim``: their channels): the kernel's size."""
+
+    window_k: int = field(default=5, metadata=doc("kernel half-width k (kernel size 2k + 1)"))
 
 
 #: ``model.score`` values of the ``rnn`` architecture only (Luong's "general": zᵀ W_a h).

@@ -9,7 +9,6 @@ Absolute encodings add e^i to the input (``x + e``): ``sinusoidal``, ``learned``
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from selfattn.positional.alibi import ALiBiPositional, alibi_slopes
@@ -48,13 +47,10 @@ GRID_POSITIONAL: dict[str, type[GridPositional]] = {
     "learned2d": Learned2D,
 }
 
-_COMMON = ("embed_dim", "num_heads", "max_len")
-
 
 def positional_options(name: str) -> dict[str, Any]:
     """The extra keyword options of encoding ``name`` and their defaults."""
-    parameters = inspect.signature(_lookup(name).build).parameters
-    return {key: p.default for key, p in parameters.items() if key not in _COMMON}
+    return _lookup(name).options()
 
 
 def build_positional(

@@ -55,13 +55,6 @@ class ALiBiPositional(RelativePositional):
         self.slopes: Tensor
         self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
 
-    @classmethod
-    def build(
-        cls, *, embed_dim: int, num_heads: int, max_len: int = 512, causal_only: bool = False
-    ) -> ALiBiPositional:
-        """Registry constructor; ``embed_dim`` and ``max_len`` are unused."""
-        return cls(num_heads, causal_only)
-
     def score_bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor, scale: float) -> Tensor:
         """The linear penalties; ``q`` only supplies dtype and device, ``scale`` is unused.
 

@@ -11,27 +11,51 @@ outputs the same way. A positional encoding breaks that symmetry in one of two p
   calls its three hooks; each default does nothing, so a variant overrides only what it
   changes.
 
-Every concrete encoding has a classmethod ``build(*, embed_dim, num_heads, max_len,
-**options)`` so the registry in :mod:`selfattn.positional` can construct any of them from
-the same arguments.
+Every encoding is built by :meth:`RegistryBuilt.build` from the same arguments, so the
+registry in :mod:`selfattn.positional` can construct any of them: the constructor takes,
+by name, those of ``embed_dim``, ``num_heads``, ``head_dim`` and ``max_len`` it needs, and
+its other parameters are the encoding's own options.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any
+import inspect
+from typing import Any, Self
 
 import torch
 from torch import Tensor, nn
 
+#: The registry's arguments common to every encoding, passed to a constructor by name
+#: where it has a parameter of that name (``head_dim``: E // H, each head's size).
+REGISTRY_ARGUMENTS = ("embed_dim", "num_heads", "head_dim", "max_len")
 
-class AbsolutePositional(nn.Module, abc.ABC):
-    """Adds a position vector to every input vector: ``x + e[offset : offset + L]``."""
+
+class RegistryBuilt:
+    """Built from the registry's common arguments (:data:`REGISTRY_ARGUMENTS`)."""
 
     @classmethod
-    @abc.abstractmethod
-    def build(cls, *, embed_dim: int, num_heads: int, max_len: int = 512) -> AbsolutePositional:
-        """Construct from the registry's common arguments (subclasses add keyword options)."""
+    def build(cls, *, embed_dim: int, num_heads: int, max_len: int = 512, **options: Any) -> Self:
+        """Construct from the registry's common arguments, passing those the constructor
+        names (the rest, e.g. ``num_heads`` to an absolute encoding, are unused), and the
+        encoding's own keyword ``options``."""
+        wanted = inspect.signature(cls).parameters
+        common: dict[str, int] = {"embed_dim": embed_dim, "num_heads": num_heads}
+        if "head_dim" in wanted:
+            common["head_dim"] = head_dim_of(embed_dim, num_heads)
+        common["max_len"] = max_len
+        return cls(**{name: value for name, value in common.items() if name in wanted}, **options)
+
+    @classmethod
+    def options(cls) -> dict[str, Any]:
+        """The encoding's own keyword options (its constructor's other parameters) and their
+        defaults."""
+        parameters = inspect.signature(cls).parameters
+        return {name: p.default for name, p in parameters.items() if name not in REGISTRY_ARGUMENTS}
+
+
+class AbsolutePositional(nn.Module, RegistryBuilt, abc.ABC):
+    """Adds a position vector to every input vector: ``x + e[offset : offset + L]``."""
 
     @abc.abstractmethod
     def encoding(self, length: int, offset: int = 0) -> Tensor:
@@ -106,7 +130,7 @@ class SequentialPositional(AbsolutePositional):
         )
 
 
-class RelativePositional(nn.Module, abc.ABC):
+class RelativePositional(nn.Module, RegistryBuilt, abc.ABC):
     """Hooks that make attention depend on the offset between query and key positions.
 
     Positions are integer tensors: ``q_pos`` of shape ``(T,)`` and ``k_pos`` of shape
@@ -115,11 +139,6 @@ class RelativePositional(nn.Module, abc.ABC):
 
     #: True when :meth:`value_term` is used: attention weights must then be materialised.
     needs_weights: bool = False
-
-    @classmethod
-    @abc.abstractmethod
-    def build(cls, *, embed_dim: int, num_heads: int, max_len: int = 512) -> RelativePositional:
-        """Construct from the registry's common arguments (subclasses add keyword options)."""
 
     def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         """Transform queries ``(B, H, T, D)`` and keys ``(B, Hk, S, D)`` before scoring."""

@@ -69,20 +69,6 @@ class FloaterPositional(SequentialPositional):
             nn.Linear(embed_dim + 1, hidden_dim), nn.Tanh(), nn.Linear(hidden_dim, embed_dim)
         )
 
-    @classmethod
-    def build(
-        cls,
-        *,
-        embed_dim: int,
-        num_heads: int,
-        max_len: int = 512,
-        hidden_dim: int = 64,
-        delta: float | None = None,
-        substeps: int = 1,
-    ) -> FloaterPositional:
-        """Registry constructor; ``num_heads`` is unused."""
-        return cls(embed_dim, max_len, hidden_dim, delta, substeps)
-
     def velocity(self, t: float, p: Tensor) -> Tensor:
         """h(t, p): ``(E,)`` → ``(E,)``."""
         return self.field(torch.cat([p, p.new_full((1,), t)]))

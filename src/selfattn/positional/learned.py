@@ -41,18 +41,6 @@ class LearnedPositional(AbsolutePositional):
         self.table = nn.Embedding(max_len, embed_dim)
         nn.init.normal_(self.table.weight, std=0.02)  # BERT's initialiser range
 
-    @classmethod
-    def build(
-        cls,
-        *,
-        embed_dim: int,
-        num_heads: int,
-        max_len: int = 512,
-        extrapolation: Extrapolation = "error",
-    ) -> LearnedPositional:
-        """Registry constructor; ``num_heads`` is unused."""
-        return cls(embed_dim, max_len, extrapolation)
-
     def encoding(self, length: int, offset: int = 0) -> Tensor:
         """The encodings of positions ``offset … offset + length - 1``, shape ``(L, E)``.
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from selfattn.positional.base import RelativePositional, head_dim_of, relative_offsets
+from selfattn.positional.base import RelativePositional, relative_offsets
 
 
 class ShawRelativePositional(RelativePositional):
@@ -40,19 +40,6 @@ class ShawRelativePositional(RelativePositional):
             nn.Parameter(0.02 * torch.randn(2 * max_distance + 1, head_dim)) if values else None
         )
         self.needs_weights = values
-
-    @classmethod
-    def build(
-        cls,
-        *,
-        embed_dim: int,
-        num_heads: int,
-        max_len: int = 512,
-        max_distance: int = 16,
-        values: bool = True,
-    ) -> ShawRelativePositional:
-        """Registry constructor; ``max_len`` is unused (any length works)."""
-        return cls(head_dim_of(embed_dim, num_heads), max_distance, values)
 
     def bucket(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         """``(T, S)`` row index ``clip(j − i, −K, K) + K`` into the tables."""

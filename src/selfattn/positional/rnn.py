@@ -35,13 +35,6 @@ class RNNPositional(SequentialPositional):
         self.step_input = nn.Parameter(torch.randn(input_dim))  # u
         self.cell = nn.GRUCell(input_dim, embed_dim)
 
-    @classmethod
-    def build(
-        cls, *, embed_dim: int, num_heads: int, max_len: int = 512, input_dim: int = 16
-    ) -> RNNPositional:
-        """Registry constructor; ``num_heads`` and ``max_len`` are unused (any length works)."""
-        return cls(embed_dim, input_dim)
-
     def initial(self) -> Tensor:
         """e^0, shape ``(E,)``."""
         return self.start

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from selfattn.positional.base import RelativePositional, head_dim_of
+from selfattn.positional.base import RelativePositional
 
 
 def rotate_half(x: Tensor) -> Tensor:
@@ -41,13 +41,6 @@ class RotaryPositional(RelativePositional):
         inv_freq = base ** -(torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
         self.inv_freq: Tensor
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # (D/2,) θ_m
-
-    @classmethod
-    def build(
-        cls, *, embed_dim: int, num_heads: int, max_len: int = 512, base: float = 10000.0
-    ) -> RotaryPositional:
-        """Registry constructor; ``max_len`` is unused (any length works)."""
-        return cls(head_dim_of(embed_dim, num_heads), base)
 
     def rotate_at(self, x: Tensor, pos: Tensor) -> Tensor:
         """Rotate ``x`` of shape ``(…, L, D)`` by positions ``pos`` of shape ``(L,)``."""

@@ -61,13 +61,6 @@ class SinusoidalPositional(AbsolutePositional):
         self.table: Tensor
         self.register_buffer("table", table, persistent=False)
 
-    @classmethod
-    def build(
-        cls, *, embed_dim: int, num_heads: int, max_len: int = 512, base: float = 10000.0
-    ) -> SinusoidalPositional:
-        """Registry constructor; ``num_heads`` is unused."""
-        return cls(embed_dim, max_len, base)
-
     def encoding(self, length: int, offset: int = 0) -> Tensor:
         """The encodings of positions ``offset … offset + length - 1``, shape ``(L, E)``."""
         check_span(length, offset)

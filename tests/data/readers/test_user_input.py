@@ -207,12 +207,27 @@ def test_a_changed_speech_front_end_is_refused() -> None:
 # ------------------------------------------------------------------------- graphs
 
 
-def test_graph_json_of_a_training_molecule_reproduces_its_example(
-    fetched: Fetched, tmp_path: Path
-) -> None:
+Molecules = tuple[Recipe, DatasetSplits, InputDescription]
+
+
+@pytest.fixture
+def solubility(fetched: Fetched) -> Molecules:
+    """The molecule recipe, its splits and what a checkpoint trained on them describes."""
     recipe = fetched("solubility")
     splits = loaded(fetched, "solubility")
-    description = description_of(splits)
+    return recipe, splits, description_of(splits)
+
+
+def assert_same_graph(read: Example, example: Example) -> None:
+    """``read`` holds ``example``'s node features, edges and edge features."""
+    for field in ("features", "edges", "edge_features"):
+        np.testing.assert_array_equal(getattr(read, field), getattr(example, field))
+
+
+def test_graph_json_of_a_training_molecule_reproduces_its_example(
+    solubility: Molecules, tmp_path: Path
+) -> None:
+    recipe, splits, description = solubility
     assert description.kind == "molecule"
     molecules = {m.source: m for m in read_sdf(recipe.fetch()[0])}
     # A charged molecule with double bonds and an element outside ELEMENTS if there is one.
@@ -232,17 +247,13 @@ def test_graph_json_of_a_training_molecule_reproduces_its_example(
         graph = {"nodes": atoms, "edges": [list(bond) for bond in molecule.bonds]}
         (tmp_path / "molecule.json").write_text(json.dumps(graph), encoding="utf-8")
         for argument in (str(tmp_path / "molecule.json"), json.dumps(graph)):
-            read = read_input(argument, description)
-            for field in ("features", "edges", "edge_features"):
-                np.testing.assert_array_equal(getattr(read, field), getattr(example, field))
+            assert_same_graph(read_input(argument, description), example)
 
 
 def test_a_mol_file_of_a_training_molecule_reproduces_its_example(
-    fetched: Fetched, tmp_path: Path
+    solubility: Molecules, tmp_path: Path
 ) -> None:
-    recipe = fetched("solubility")
-    splits = loaded(fetched, "solubility")
-    description = description_of(splits)
+    recipe, splits, description = solubility
     example = splits.train[10]
     lines = recipe.fetch()[0].read_text(encoding="utf-8").splitlines()
     start = int(example.source.rsplit(":", 1)[1]) - 1
@@ -251,9 +262,7 @@ def test_a_mol_file_of_a_training_molecule_reproduces_its_example(
     record = lines[start : next(i for i in range(start, len(lines)) if lines[i] == "$$$$") + 1]
     (tmp_path / "one.sdf").write_text("\n".join(record) + "\n", encoding="utf-8")
     for name in ("one.mol", "one.sdf"):
-        read = read_input(str(tmp_path / name), description)
-        for field in ("features", "edges", "edge_features"):
-            np.testing.assert_array_equal(getattr(read, field), getattr(example, field))
+        assert_same_graph(read_input(str(tmp_path / name), description), example)
     (tmp_path / "two.sdf").write_text("\n".join(record * 2) + "\n", encoding="utf-8")
     one_line_error(str(tmp_path / "two.sdf"), description, f"{tmp_path / 'two.sdf'}: holds 2")
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from selfattn.models.encoders import SequenceEncoder, zero_padding
-from selfattn.models.option_groups import EncoderOptions, doc
+from selfattn.models.option_groups import ConvolutionOptions, EncoderOptions
 from selfattn.models.registry import register_architecture
 
 
@@ -62,8 +62,7 @@ class CNNEncoder(SequenceEncoder):
     produces={"vectors"},
 )
 @dataclass(frozen=True)
-class CNNOptions(EncoderOptions):
+class CNNOptions(ConvolutionOptions):
     """The options of ``architecture = "cnn"`` (``ffn_dim``: its channels)."""
 
     architecture: str = "cnn"
-    window_k: int = field(default=5, metadata=doc("kernel half-width k (kernel size 2k + 1)"))

@@ -3,12 +3,12 @@ neighbourhood (lecture 000 §Self-attention v.s. CNN; :mod:`selfattn.models.visi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torch import Tensor, nn
 
 from selfattn.models.encoders import SequenceEncoder
-from selfattn.models.option_groups import EncoderOptions, doc
+from selfattn.models.option_groups import ConvolutionOptions, EncoderOptions
 from selfattn.models.registry import register_architecture
 from selfattn.vision import vectors_to_image
 
@@ -97,8 +97,7 @@ class CNN2DEncoder(SequenceEncoder):
     produces={"image_vectors"},
 )
 @dataclass(frozen=True)
-class CNN2DOptions(EncoderOptions):
+class CNN2DOptions(ConvolutionOptions):
     """The options of ``architecture = "cnn2d"`` (``ffn_dim``: its channels)."""
 
     architecture: str = "cnn2d"
-    window_k: int = field(default=5, metadata=doc("kernel half-width k (kernel size 2k + 1)"))

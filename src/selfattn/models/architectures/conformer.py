@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from selfattn.models.conformer import Conformer
 from selfattn.models.encoders import AttentionSequenceEncoder
-from selfattn.models.option_groups import AttentionOptions, ExitOptions, doc
+from selfattn.models.option_groups import AttentionStackOptions, doc
 from selfattn.models.registry import register_architecture
 
 
@@ -29,14 +29,10 @@ class ConformerSequenceEncoder(AttentionSequenceEncoder):
     losses=('ponder cost (halting = "act")', "every block's exit loss (exit_heads)"),
 )
 @dataclass(frozen=True)
-class ConformerOptions(ExitOptions, AttentionOptions):
+class ConformerOptions(AttentionStackOptions):
     """The options of ``architecture = "conformer"`` (always pre-normalised)."""
 
     architecture: str = "conformer"
-    positional: str | None = field(
-        default="sinusoidal",
-        metadata=doc("the positional encoding (sinusoidal, learned, relative, rope, …) or none"),
-    )
     window_k: int = field(
         default=5, metadata=doc("half-width k of the depthwise convolution (kernel 2k + 1)")
     )

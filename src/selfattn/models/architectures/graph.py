@@ -9,7 +9,7 @@ from torch import Tensor
 
 from selfattn.models.encoders import SequenceEncoder, stack_config
 from selfattn.models.graph import GraphTransformer
-from selfattn.models.option_groups import EncoderOptions, check_heads, doc
+from selfattn.models.option_groups import EncoderOptions, HeadsOptions, doc
 from selfattn.models.registry import register_architecture
 
 
@@ -61,20 +61,13 @@ class GraphSequenceEncoder(SequenceEncoder):
     produces={"vectors"},
 )
 @dataclass(frozen=True)
-class GraphOptions(EncoderOptions):
+class GraphOptions(HeadsOptions):
     """The options of ``architecture = "graph"`` (a graph is a set: no positions)."""
 
     architecture: str = "graph"
-    num_heads: int = field(
-        default=4, metadata=doc("H: attention heads (embed_dim must be divisible by it)")
-    )
     norm_first: bool = field(default=True, metadata=doc("pre-LN blocks"))
     include_self: bool = field(default=True, metadata=doc("false: no node attends to itself"))
     share_weights: bool = field(default=False, metadata=doc("one block applied num_layers times"))
     ffn_dropout: float | None = field(
         default=0.0, metadata=doc("dropout on the feed-forward hidden layer; none: model.dropout")
     )
-
-    def check(self) -> None:
-        super().check()
-        check_heads(self.embed_dim, self.num_heads)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from selfattn.models.encoder import Encoder
 from selfattn.models.encoders import AttentionSequenceEncoder
-from selfattn.models.option_groups import AttentionOptions, ExitOptions, doc
+from selfattn.models.option_groups import AttentionStackOptions, doc
 from selfattn.models.registry import register_architecture
 
 
@@ -28,14 +28,10 @@ class TransformerSequenceEncoder(AttentionSequenceEncoder):
     losses=('ponder cost (halting = "act")', "every block's exit loss (exit_heads)"),
 )
 @dataclass(frozen=True)
-class TransformerOptions(ExitOptions, AttentionOptions):
+class TransformerOptions(AttentionStackOptions):
     """The options of ``architecture = "transformer"``."""
 
     architecture: str = "transformer"
-    positional: str | None = field(
-        default="sinusoidal",
-        metadata=doc("the positional encoding (sinusoidal, learned, relative, rope, …) or none"),
-    )
     norm_first: bool = field(
         default=True, metadata=doc("pre-LN blocks (train stably with little warm-up)")
     )
