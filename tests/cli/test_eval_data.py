@@ -1,0 +1,191 @@
+"""``selfattn eval RUN --data FILE``: any labelled file a run's task type reads, scored
+with the run's vocabularies and labels.
+
+For every task type a tiny run is trained for one step with its test file in
+``data.test``: scoring that file with ``--data`` gives the JSON of ``--split test``, key
+for key. Every bad file is refused in one line with exit status 2, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from selfattn.cli.main import main
+
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, one_line_error, set_flags, write_config
+from ..helpers_data import write_pairs, write_tagged, write_vector_sets
+from .test_cli_multilabel import label_sets
+from .test_cli_own_data import reviews
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+#: A timing, which differs between two runs of the same decoding.
+TIMINGS = ("sentences_per_s",)
+
+Writer = Callable[[Path, int, int], Path]
+KINDS: dict[str, tuple[str, Writer, str]] = {
+    # name: (file suffix, writer(path, count, seed), data.task)
+    "token": (".txt", lambda p, n, s: write_tagged(p, n, s), "auto"),
+    "sequence": (".csv", lambda p, n, s: reviews(p, n, s), "auto"),
+    "regression": (".csv", lambda p, n, s: reviews(p, n, s, numbers=True), "regression"),
+    "multilabel": (".jsonl", lambda p, n, s: label_sets(p, n, s), "auto"),
+    "seq2seq": (".tsv", lambda p, n, s: write_pairs(p, n, s, symbols="abcd", longest=4), "seq2seq"),
+    "vectors": (".npz", lambda p, n, s: write_vector_sets(p, n, s, largest=5), "auto"),
+}
+
+
+def trained(folder: Path, kind: str) -> tuple[Path, Path]:
+    """A run of ``kind`` trained for one step in ``folder``, and its test file."""
+    suffix, write, task = KINDS[kind]
+    train = write(folder / f"train{suffix}", 24, 0)
+    test = write(folder / f"test{suffix}", 8, 1)
+    config = write_config(
+        folder / "config.toml",
+        run_dir=folder / "run",
+        data={"dataset": train, "test": test, "task": task, "batch_size": 8, "dev_fraction": 0},
+        model=TINY_MODEL,
+        train={**QUICK_TRAIN, "epochs": 1, "max_steps": 1},
+    )
+    argv = ["train", str(config), "--no-progress", *set_flags("train.threads=1")]
+    assert main(argv) == 0
+    return folder / "run", test
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """Every kind's run, trained once for the module."""
+    return {kind: trained(tmp_path_factory.mktemp(kind), kind) for kind in KINDS}
+
+
+def evaluated(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main(["eval", *argv]) == 0
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    for timing in TIMINGS:
+        report.pop(timing, None)
+    return report
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_the_test_file_scores_as_the_test_split(
+    runs: dict[str, tuple[Path, Path]], capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    run, test = runs[kind]
+    split = evaluated(capsys, str(run), "--split", "test")
+    data = evaluated(capsys, str(run), "--data", str(test))
+    assert split.pop("split") == "test" and data.pop("data") == str(test)
+    assert data == split
+    assert data["count"] > 0
+
+
+def test_format_reads_a_file_whatever_its_name(
+    runs: dict[str, tuple[Path, Path]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run, test = runs["sequence"]
+    renamed = tmp_path / "reviews.data"
+    renamed.write_bytes(test.read_bytes())
+    expected = evaluated(capsys, str(run), "--data", str(test))
+    got = evaluated(capsys, str(run), "--data", str(renamed), "--format", "csv")
+    assert got.pop("data") == str(renamed) and expected.pop("data") == str(test)
+    assert got == expected
+    err = one_line_error(capsys, ["eval", str(run), "--data", str(renamed)])
+    assert err == (
+        f"selfattn eval: error: {renamed}: unknown file type '.data' "
+        "(known: .txt, .conllu, .csv, .tsv, .npz, .ts, .jsonl)"
+    )
+
+
+def test_another_labelled_file_is_scored_with_the_runs_labels(
+    runs: dict[str, tuple[Path, Path]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run, _ = runs["token"]
+    other = tmp_path / "other.txt"
+    other.write_text("I/PRP saw/VBD a/DT saw/NN\nit/PRP bit/VBD the/DT dog/NN\n", "utf-8")
+    report = evaluated(capsys, str(run), "--data", str(other))
+    assert report["data"] == str(other) and report["count"] == 8  # words
+    assert 0.0 <= report["accuracy"] <= 1.0
+
+
+def test_a_label_the_run_never_saw_is_named_with_its_line(
+    runs: dict[str, tuple[Path, Path]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run, _ = runs["token"]
+    bad = tmp_path / "unseen.txt"
+    bad.write_text("I/PRP saw/VBD a/DT dog/NN\n\nit/PRP bit/VBD the/DT cat/XX\n", "utf-8")
+    err = one_line_error(capsys, ["eval", str(run), "--data", str(bad)])
+    assert err.startswith(f"selfattn eval: error: {bad}:3: label 'XX' is not one of this model's")
+    run, _ = runs["multilabel"]
+    bad = tmp_path / "unseen.jsonl"
+    bad.write_text('{"text": "a cat", "labels": ["animal", "plant"]}\n', "utf-8")
+    err = one_line_error(capsys, ["eval", str(run), "--data", str(bad)])
+    assert f"{bad}:1: label 'plant' is not one of this model's" in err
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "content", "message"),
+    [
+        ("token", "gone.txt", None, "{path}: no such file"),
+        ("token", "empty.txt", "", "{path}: no examples in the file"),
+        ("token", "a.csv", "label,text\npos,a film\n", "{path}: holds sequence data, not"),
+        ("sequence", "a.txt", "I/PRP saw/VBD\n", "{path}: holds token data, not sequence"),
+        ("token", "a.txt", "I/PRP saw\n", "{path}:1: token 'saw' is not word/TAG"),
+        ("regression", "a.csv", "label,text\nmany,a film\n", "{path}:2: a regression label"),
+        ("vectors", "a.csv", "up,a film\n", "{path}: holds text input, but this model reads"),
+        ("token", "a.npz", "not a zip", "{path}: "),
+    ],
+    ids=[
+        "missing",
+        "empty",
+        "csv-for-token",
+        "txt-for-sequence",
+        "malformed",
+        "nan",
+        "text",
+        "zip",
+    ],
+)
+def test_a_bad_file_is_refused_in_one_line(
+    runs: dict[str, tuple[Path, Path]],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    kind: str,
+    name: str,
+    content: str | None,
+    message: str,
+) -> None:
+    run, _ = runs[kind]
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    err = one_line_error(capsys, ["eval", str(run), "--data", str(path)])
+    assert err.startswith("selfattn eval: error: " + message.format(path=path)), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
+def test_vectors_of_another_width_are_refused(
+    runs: dict[str, tuple[Path, Path]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run, _ = runs["vectors"]
+    wide = tmp_path / "wide.npz"
+    np.savez(wide, features=np.ones((3, 5), np.float32), lengths=np.array([3]), labels=["up"])
+    err = one_line_error(capsys, ["eval", str(run), "--data", str(wide)])
+    assert err.endswith("vectors of 5 features; this model reads 3 per vector"), err
+
+
+def test_format_needs_data_and_data_excludes_split(
+    runs: dict[str, tuple[Path, Path]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, test = runs["sequence"]
+    err = one_line_error(capsys, ["eval", str(run), "--format", "csv"])
+    assert err.endswith("--format says how to read the file of --data; give --data FILE")
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", str(run), "--split", "dev", "--data", str(test)])
+    assert exit_.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
