@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from selfattn.api import load
 from selfattn.cli.exit_cmd import add_exit_arguments, exit_requested, run_exit_eval
 from selfattn.config import load_config
 from selfattn.data.batching.lengths import unit
@@ -19,7 +20,7 @@ from selfattn.pretrained.transcribe import transcribe
 from selfattn.pretrained.whisper import is_whisper_checkpoint
 from selfattn.tasks import Predictor, run
 from selfattn.tasks.run import batches_per_epoch, prepare
-from selfattn.tasks.scored_data import FORMATS, SPLITS, DataFile
+from selfattn.tasks.scored_data import FORMATS, SPLITS
 from selfattn.train import distributed
 from selfattn.train.checkpoint import MANIFEST
 from selfattn.train.loop import TrainingInterrupted, TrainResult
@@ -285,16 +286,16 @@ def run_eval(args: argparse.Namespace) -> int:
         if args.data is not None:
             raise ValueError("--data: early exit scores a split of the run's dataset (--split)")
         return run_exit_eval(args, options)
-    predictor = Predictor(args.checkpoint)
-    scored: str | DataFile = args.split if args.data is None else DataFile(args.data, args.format)
-    metrics = predictor.evaluate(scored, truncate=args.truncate, **options)
+    model = load(args.checkpoint)
+    scored: str | Path = args.split if args.data is None else args.data  # a Path: a file
+    metrics = model.evaluate(scored, format=args.format, truncate=args.truncate, **options)
     where = {"split": args.split} if args.data is None else {"data": str(args.data)}
-    report = {**where, **predictor.task.describe(options), **metrics}
+    report = {**where, **metrics}
     if report.get("truncated"):
         warn(
             "eval",
-            f"{int(report['truncated'])} {args.split or args.data} examples longer than the "
-            f"model's max_len = {predictor.max_len} were cut to it (--truncate)",
+            f"{int(report['truncated'])} {scored} examples longer than the model's "
+            f"max_len = {model.predictor.max_len} were cut to it (--truncate)",
         )
     print(json.dumps(report))
     return 0
