@@ -28,6 +28,14 @@ __all__ = ["FORMATS", "SPLITS", "DataFile", "scored_examples"]
 #: The splits of a run's dataset.
 SPLITS = ("train", "dev", "test")
 
+#: What a file of each task type holds, for a refusal.
+_HOLDS = {
+    "token": "a label per token",
+    "sequence": "a label per input",
+    "regression": "a number per input",
+    "multilabel": "a set of labels per input",
+}
+
 #: Input kinds whose training examples carry edges, which no user file format holds.
 _GRAPH_KINDS = ("graph", "molecule")
 
@@ -87,7 +95,18 @@ def read_data_file(task: Task, data: DataFile) -> DatasetSplits:
         )
     if not path.exists():
         raise DataError(f"{path}: {not_a_file(path)}")
-    splits = load_dataset(path, task=spec.task, format=data.format)
+    # Read as its own task type (seq2seq data alone cannot tell it is one), so that a file
+    # of another is named as such rather than misread.
+    splits = load_dataset(
+        path, task="seq2seq" if spec.task == "seq2seq" else None, format=data.format
+    )
+    if spec.task == "regression" and splits.task == "sequence":  # each label a number?
+        splits = load_dataset(path, task="regression", format=data.format)
+    if splits.task != spec.task:
+        raise DataError(
+            f"{path}: holds {_HOLDS.get(splits.task, splits.task)} ({splits.task} data), but "
+            f"this is a {spec.task} model; give a file of the format it was trained on"
+        )
     if splits.input != task.input:
         raise DataError(
             f"{path}: holds {splits.input} input, but this model reads {task.input} "
