@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from selfattn.config import Config, apply_override, config_from_dict, config_to_dict, load_config
+from selfattn.config import (
+    Config,
+    apply_override,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    toml_literal,
+)
 from selfattn.data.types import Example
 from selfattn.tasks import AttentionFigure, Predictor, run
 from selfattn.tasks.scored_data import SPLITS, DataFile
@@ -122,21 +129,8 @@ def json_copy(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def override(name: str, value: Any) -> str:
     """``name=value`` as ``--set`` reads it: ``value`` written as a TOML literal (a string
-    quoted, so that ``"3"`` stays a string; ``None`` as ``none``)."""
+    quoted, so that ``"3"`` stays a string; ``None`` as ``"none"``)."""
     return f"{name}={toml_literal(value)}"
-
-
-def toml_literal(value: Any) -> str:
-    """``value`` as a TOML literal."""
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml_literal(item) for item in value) + "]"
-    return json.dumps(str(value))  # a JSON string is a TOML basic string
 
 
 def load(path: str | Path) -> Model:

@@ -101,30 +101,39 @@ def test_format_reads_a_file_whatever_its_name(
     )
 
 
-def test_another_labelled_file_is_scored_with_the_runs_labels(
-    runs: dict[str, tuple[Path, Path]], capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    run, _ = runs["token"]
-    other = tmp_path / "other.txt"
-    other.write_text("I/PRP saw/VBD a/DT saw/NN\nit/PRP bit/VBD the/DT dog/NN\n", "utf-8")
-    report = evaluated(capsys, str(run), "--data", str(other))
-    assert report["data"] == str(other) and report["count"] == 8  # words
-    assert 0.0 <= report["accuracy"] <= 1.0
+#: A kind's file that scores (its first line), and the line after it with a label the run lacks.
+OTHER_FILES = {
+    "token": ("other.txt", ["I/PRP saw/VBD a/DT saw/NN", "", "it/PRP bit/VBD the/DT cat/XX"]),
+    "multilabel": (
+        "other.jsonl",
+        [
+            '{"text": "a red cat", "labels": ["animal", "colour"]}',
+            '{"text": "a rose", "labels": ["plant"]}',
+        ],
+    ),
+}
+UNSEEN = {"token": "XX", "multilabel": "plant"}
 
 
-def test_a_label_the_run_never_saw_is_named_with_its_line(
-    runs: dict[str, tuple[Path, Path]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize("kind", list(OTHER_FILES))
+def test_another_file_is_scored_with_the_runs_labels_and_an_unseen_one_named(
+    runs: dict[str, tuple[Path, Path]],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    kind: str,
 ) -> None:
-    run, _ = runs["token"]
-    bad = tmp_path / "unseen.txt"
-    bad.write_text("I/PRP saw/VBD a/DT dog/NN\n\nit/PRP bit/VBD the/DT cat/XX\n", "utf-8")
-    err = one_line_error(capsys, ["eval", str(run), "--data", str(bad)])
-    assert err.startswith(f"selfattn eval: error: {bad}:3: label 'XX' is not one of this model's")
-    run, _ = runs["multilabel"]
-    bad = tmp_path / "unseen.jsonl"
-    bad.write_text('{"text": "a cat", "labels": ["animal", "plant"]}\n', "utf-8")
-    err = one_line_error(capsys, ["eval", str(run), "--data", str(bad)])
-    assert f"{bad}:1: label 'plant' is not one of this model's" in err
+    run, _ = runs[kind]
+    name, lines = OTHER_FILES[kind]
+    path = tmp_path / name
+    path.write_text(lines[0] + "\n", "utf-8")
+    report = evaluated(capsys, str(run), "--data", str(path))
+    assert report["data"] == str(path) and report["count"] == (4 if kind == "token" else 1)
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    err = one_line_error(capsys, ["eval", str(run), "--data", str(path)])
+    assert err.startswith(
+        f"selfattn eval: error: {path}:{len(lines)}: label {UNSEEN[kind]!r} is not one of "
+        "this model's"
+    ), err
 
 
 @pytest.mark.parametrize(
