@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -20,6 +21,7 @@ from selfattn.config import load_config
 
 from .cli.test_cli_own_data import reviews
 from .helpers_cli import QUICK_TRAIN, TINY_MODEL, write_config
+from .helpers_data import write_vector_sets
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -172,3 +174,25 @@ print(first.metrics["step"], second.metrics["step"], second.path)
     import selfattn.train.loop  # here too, the name is the package
 
     assert callable(selfattn.train)
+
+
+def test_a_vector_model_from_config_values_predicts_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Config values instead of a file; a model of vectors reads files (as ``predict``)."""
+    sets = write_vector_sets(tmp_path / "sets.npz", 16)
+    values = {
+        "run_dir": str(tmp_path / "vectors"),
+        "data": {"dataset": str(sets), "batch_size": 8, "dev_fraction": 0},
+        "model": TINY_MODEL,
+        "train": {**QUICK_TRAIN, "epochs": 1, "max_steps": 1},
+    }
+    model = selfattn.train(values, log=None).load()
+    assert (model.task, model.input) == ("sequence", "vectors")
+    one = tmp_path / "one.npz"
+    np.savez(one, features=np.ones((4, 3), np.float32))
+    capsys.readouterr()
+    assert main(["predict", str(model.path), str(one)]) == 0
+    assert model.predict(one) == capsys.readouterr().out.rstrip("\n")
+    assert model.predict([one, str(one)]) == [model.predict(one)] * 2
+    assert model.evaluate(sets)["count"] == 16

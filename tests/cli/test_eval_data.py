@@ -192,12 +192,14 @@ def test_vectors_of_another_width_are_refused(
     assert err.endswith("vectors of 5 features; this model reads 3 per vector"), err
 
 
-def test_format_needs_data_and_data_excludes_split(
+def test_format_needs_data_and_data_excludes_split_and_early_exit(
     runs: dict[str, tuple[Path, Path]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     run, test = runs["sequence"]
     err = one_line_error(capsys, ["eval", str(run), "--format", "csv"])
     assert err.endswith("--format says how to read the file of --data; give --data FILE")
+    err = one_line_error(capsys, ["eval", str(run), "--data", str(test), "--exit-sweep"])
+    assert err.endswith("--data: early exit scores a split of the run's dataset (--split)")
     with pytest.raises(SystemExit) as exit_:
         main(["eval", str(run), "--split", "dev", "--data", str(test)])
     assert exit_.value.code == 2
