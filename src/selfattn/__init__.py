@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from selfattn import runtime
 
 # Before anything imports torch: OpenMP reads its spin setting once, when torch loads it
 # (selfattn.runtime explains why and what; a variable you set yourself is left alone).
 runtime.prepare_environment()
-
-import importlib  # noqa: E402
-from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from selfattn.attention import AdditiveScore, MultiHeadAttention, attention  # noqa: E402
 
