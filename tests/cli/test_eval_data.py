@@ -3,7 +3,8 @@ with the run's vocabularies and labels.
 
 For every task type a tiny run is trained for one step with its test file in
 ``data.test``: scoring that file with ``--data`` gives the JSON of ``--split test``, key
-for key. Every bad file is refused in one line with exit status 2, and nothing is written.
+for key; so does a recipe's test split written out to a file. Every bad file is refused
+in one line with exit status 2, and nothing is written.
 """
 
 from __future__ import annotations
@@ -11,12 +12,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from selfattn.cli.main import main
+from selfattn.data.recipes import Recipe
+from selfattn.data.types import DataError
+from selfattn.tasks.scored_data import DataFile, read_data_file
 
 from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, one_line_error, set_flags, write_config
 from ..helpers_data import write_pairs, write_tagged, write_vector_sets
@@ -204,3 +209,47 @@ def test_format_needs_data_and_data_excludes_split_and_early_exit(
         main(["eval", str(run), "--split", "dev", "--data", str(test)])
     assert exit_.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_a_recipes_test_split_written_out_scores_as_the_split(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fetched: Callable[[str], Recipe]
+) -> None:
+    """A run of a recipe (digits: 8×8 images as vector sets) scores its test split,
+    written out as an ``.npz`` of its own, exactly as ``--split test``."""
+    test = fetched("digits").load().test
+    written = tmp_path / "digits-test.npz"
+    np.savez(
+        written,
+        features=np.concatenate([example.features for example in test]),
+        lengths=np.array([len(example) for example in test]),
+        labels=np.array([example.label for example in test]),
+    )
+    config = write_config(
+        tmp_path / "digits.toml",
+        run_dir=tmp_path / "run",
+        data={"dataset": "digits", "batch_size": 32},
+        model=TINY_MODEL,
+        train={**QUICK_TRAIN, "epochs": 1, "max_steps": 1},
+    )
+    assert main(["train", str(config), "--no-progress"]) == 0
+    split = evaluated(capsys, str(tmp_path / "run"), "--split", "test")
+    data = evaluated(capsys, str(tmp_path / "run"), "--data", str(written))
+    assert split.pop("split") == "test" and data.pop("data") == str(written)
+    assert data == split and data["count"] == len(test)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "what"), [("bits", None, "bit vectors"), ("token", "graph", "graphs")]
+)
+def test_a_model_of_graphs_or_bits_points_to_its_splits(
+    tmp_path: Path, name: str, kind: str | None, what: str
+) -> None:
+    """No file format of ``selfattn train`` holds graphs (their edges) or bit vectors."""
+    task = SimpleNamespace(name=name, reader={"kind": kind}, spec=SimpleNamespace(task=name))
+    path = write_vector_sets(tmp_path / "sets.npz", 4)
+    with pytest.raises(DataError) as refused:
+        read_data_file(task, DataFile(path))  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        f"{path}: this model reads {what}, and no file format of selfattn train holds them; "
+        "score its dataset with --split"
+    )
