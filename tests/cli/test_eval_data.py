@@ -197,14 +197,12 @@ def test_vectors_of_another_width_are_refused(
     assert err.endswith("vectors of 5 features; this model reads 3 per vector"), err
 
 
-def test_format_needs_data_and_data_excludes_split_and_early_exit(
+def test_format_needs_data_and_data_excludes_split(
     runs: dict[str, tuple[Path, Path]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     run, test = runs["sequence"]
     err = one_line_error(capsys, ["eval", str(run), "--format", "csv"])
     assert err.endswith("--format says how to read the file of --data; give --data FILE")
-    err = one_line_error(capsys, ["eval", str(run), "--data", str(test), "--exit-sweep"])
-    assert err.endswith("--data: early exit scores a split of the run's dataset (--split)")
     with pytest.raises(SystemExit) as exit_:
         main(["eval", str(run), "--split", "dev", "--data", str(test)])
     assert exit_.value.code == 2
@@ -253,3 +251,31 @@ def test_a_model_of_graphs_or_bits_points_to_its_splits(
         f"{path}: this model reads {what}, and no file format of selfattn train holds them; "
         "score its dataset with --split"
     )
+
+
+def test_early_exit_scores_a_file_as_its_split(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--exit-threshold`` / ``--exit-sweep`` with ``--data``: the numbers of the split the
+    file holds (the timings aside); the sweep's plot is named after the file."""
+    train = reviews(tmp_path / "train.csv", 24)
+    test = reviews(tmp_path / "test.csv", 8, seed=1)
+    config = write_config(
+        tmp_path / "exit.toml",
+        run_dir=tmp_path / "run",
+        data={"dataset": train, "test": test, "batch_size": 8},
+        model={**TINY_MODEL, "num_layers": 2, "exit_heads": True},
+        train={**QUICK_TRAIN, "epochs": 1, "max_steps": 1},
+    )
+    assert main(["train", str(config), "--no-progress"]) == 0
+    run, threshold = str(tmp_path / "run"), ["--exit-threshold", "0.6"]
+    split = evaluated(capsys, run, "--split", "test", *threshold)
+    data = evaluated(capsys, run, "--data", str(test), *threshold)
+    assert split.pop("split") == "test" and data.pop("data") == str(test)
+    timings = [key for key in split if "seconds" in key or key == "time_ratio"]
+    assert timings and all(split.pop(key) > 0 and data.pop(key) > 0 for key in timings)
+    assert data == split and data["exit_threshold"] == 0.6
+    capsys.readouterr()
+    assert main(["eval", run, "--data", str(test), "--exit-sweep"]) == 0
+    assert f"{test}: early exit on max-prob" in capsys.readouterr().out
+    assert (tmp_path / "run" / "exit_sweep_test.png").read_bytes()[:4] == b"\x89PNG"

@@ -283,8 +283,6 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.data is None:
         args.split = args.split or "test"
     if exit_requested(args):
-        if args.data is not None:
-            raise ValueError("--data: early exit scores a split of the run's dataset (--split)")
         return run_exit_eval(args, options)
     model = load(args.checkpoint)
     scored: str | Path = args.split if args.data is None else args.data  # a Path: a file
