@@ -17,6 +17,7 @@ from selfattn.tasks.early_exit import (
     exit_sweep,
 )
 from selfattn.tasks.labelling import LabelTask
+from selfattn.tasks.scored_data import DataFile
 from selfattn.train.run_dir import checkpoint_in
 from selfattn.viz import plot_exit_curve
 
@@ -70,8 +71,8 @@ def exit_requested(args: argparse.Namespace) -> bool:
 
 
 def run_exit_eval(args: argparse.Namespace, options: dict[str, object]) -> int:
-    """Score the checkpoint's split with early exit: one threshold as JSON, or the sweep as
-    a table with a plot."""
+    """Score the checkpoint's split (or the labelled file of ``--data``) with early exit:
+    one threshold as JSON, or the sweep as a table with a plot."""
     if args.output is not None and not args.exit_sweep:
         raise ValueError("-o needs --exit-sweep (the plot it names)")
     criterion = args.exit_criterion or "max-prob"
@@ -80,15 +81,17 @@ def run_exit_eval(args: argparse.Namespace, options: dict[str, object]) -> int:
     task = predictor.task
     assert isinstance(task, LabelTask)  # an exit model is a token or sequence model
     task.check_options(options)
+    scored = args.split if args.data is None else DataFile(args.data, args.format)
     examples = [
         task.fit(model, example, truncate=args.truncate, windows=False)
-        for example in task.split_examples(args.split)
+        for example in task.split_examples(scored)
     ]
+    name = args.split if args.data is None else args.data.stem
     batches = task.batches_of(examples)
     if not args.exit_sweep:
         metrics = evaluate_early_exit(model, batches, args.exit_threshold, criterion)
         report = {
-            "split": args.split,
+            **({"split": args.split} if args.data is None else {"data": str(args.data)}),
             "exit_criterion": criterion,
             "exit_threshold": args.exit_threshold,
             **metrics,
@@ -96,7 +99,7 @@ def run_exit_eval(args: argparse.Namespace, options: dict[str, object]) -> int:
         print(json.dumps(report))
         return 0
     sweep = exit_sweep(model, batches, SWEEP_THRESHOLDS, criterion)
-    print(f"{predictor.config.data.dataset} {args.split}: early exit on {criterion}")
+    print(f"{predictor.config.data.dataset} {scored}: early exit on {criterion}")
     print(f"{'threshold':>10}  {'accuracy':>8}  {'mean blocks':>11}")
     for point in sweep.points:
         print(f"{point.threshold:>10g}  {point.accuracy:>8.4f}  {point.mean_layers:>11.3f}")
@@ -115,7 +118,7 @@ def run_exit_eval(args: argparse.Namespace, options: dict[str, object]) -> int:
             f"{int(full.mean_layers)} blocks) with the fewest blocks: T = {best.threshold:g}, "
             f"accuracy {best.accuracy:.4f}, {best.mean_layers:.3f} blocks"
         )
-    path = args.output or checkpoint_in(args.checkpoint).parent / f"exit_sweep_{args.split}.png"
-    title = f"{predictor.config.data.dataset} ({args.split}): early exit"
+    path = args.output or checkpoint_in(args.checkpoint).parent / f"exit_sweep_{name}.png"
+    title = f"{predictor.config.data.dataset} ({scored}): early exit"
     print(f"wrote {plot_exit_curve(sweep, path, tolerance=TOLERANCE, title=title)}")
     return 0

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from selfattn.api import load
 from selfattn.cli.exit_cmd import add_exit_arguments, exit_requested, run_exit_eval
 from selfattn.config import load_config
 from selfattn.data.batching.lengths import unit
@@ -19,6 +20,7 @@ from selfattn.pretrained.transcribe import transcribe
 from selfattn.pretrained.whisper import is_whisper_checkpoint
 from selfattn.tasks import Predictor, run
 from selfattn.tasks.run import batches_per_epoch, prepare
+from selfattn.tasks.scored_data import FORMATS, SPLITS
 from selfattn.train import distributed
 from selfattn.train.checkpoint import MANIFEST
 from selfattn.train.loop import TrainingInterrupted, TrainResult
@@ -191,11 +193,24 @@ def best_epoch_summary(result: TrainResult) -> str | None:
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn eval``."""
     parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
-    parser.add_argument(
+    scored = parser.add_mutually_exclusive_group()
+    scored.add_argument(
         "--split",
-        default="test",
-        choices=("train", "dev", "test"),
+        choices=SPLITS,
         help="the split of the run's dataset to score (default: test)",
+    )
+    scored.add_argument(
+        "--data",
+        type=Path,
+        metavar="FILE",
+        help="score a labelled file instead, in a format selfattn train reads for the run's "
+        "task (word/TAG .txt, .conllu, label,text .csv/.tsv, .npz, .ts, .jsonl label sets; "
+        "source<TAB>target lines for seq2seq), with the run's vocabularies and labels",
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="with --data: read FILE as if its name ended in .FORMAT (default: its extension)",
     )
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
@@ -260,19 +275,25 @@ def decoding_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """Print the checkpoint's metrics on a split as JSON (with early exit:
-    :mod:`selfattn.cli.exit_cmd`)."""
+    """Print the checkpoint's metrics on a split, or on a labelled file (``--data``), as
+    JSON (with early exit: :mod:`selfattn.cli.exit_cmd`)."""
     options = decoding_options(args)
+    if args.format is not None and args.data is None:
+        raise ValueError("--format says how to read the file of --data; give --data FILE")
+    if args.data is None:
+        args.split = args.split or "test"
     if exit_requested(args):
         return run_exit_eval(args, options)
-    predictor = Predictor(args.checkpoint)
-    metrics = predictor.evaluate(args.split, truncate=args.truncate, **options)
-    report = {"split": args.split, **predictor.task.describe(options), **metrics}
+    model = load(args.checkpoint)
+    scored: str | Path = args.split if args.data is None else args.data  # a Path: a file
+    metrics = model.evaluate(scored, format=args.format, truncate=args.truncate, **options)
+    where = {"split": args.split} if args.data is None else {"data": str(args.data)}
+    report = {**where, **metrics}
     if report.get("truncated"):
         warn(
             "eval",
-            f"{int(report['truncated'])} {args.split} examples longer than the model's "
-            f"max_len = {predictor.max_len} were cut to it (--truncate)",
+            f"{int(report['truncated'])} {scored} examples longer than the model's "
+            f"max_len = {model.predictor.max_len} were cut to it (--truncate)",
         )
     print(json.dumps(report))
     return 0

@@ -14,6 +14,7 @@ from selfattn.config.loading import (
     config_to_toml,
     load_config,
     parse_value,
+    toml_literal,
 )
 from selfattn.config.sections import (
     Config,
@@ -44,4 +45,5 @@ __all__ = [
     "load_config",
     "model_options",
     "parse_value",
+    "toml_literal",
 ]

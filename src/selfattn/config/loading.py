@@ -155,23 +155,29 @@ def config_to_dict(config: Config) -> dict[str, Any]:
 def config_to_toml(config: Config) -> str:
     """The configuration as TOML text that :func:`load_config` reads back unchanged."""
     values = config_to_dict(config)
-    lines = [f"run_dir = {_toml_literal(values.pop('run_dir'))}"]
+    lines = [f"run_dir = {toml_literal(values.pop('run_dir'))}"]
     for section, table in values.items():
         lines += ["", f"[{section}]"]
-        lines += [f"{key} = {_toml_literal(value)}" for key, value in table.items()]
+        lines += [f"{key} = {toml_literal(value)}" for key, value in table.items()]
     return "\n".join(lines) + "\n"
 
 
-def _toml_literal(value: Any) -> str:
+def toml_literal(value: Any) -> str:
+    """``value`` as the TOML literal :func:`parse_value` reads back (``None`` as
+    ``"none"``, a path as its string, a list as an array)."""
     if value is None:
         return '"none"'
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
+    if isinstance(value, Path):
+        value = str(value)
     if isinstance(value, str):
         escaped = value.replace("\\", "\\\\").replace('"', '\\"')
         return f'"{escaped}"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_literal(item) for item in value) + "]"
     raise TypeError(f"cannot write {value!r} as TOML")
 
 

@@ -30,6 +30,7 @@ from selfattn.data.types import DataError
 from selfattn.memory.copy_task import copy_inputs
 from selfattn.models.bits import BitsBatch, build_bits_model, check_bits_model
 from selfattn.models.spec import TaskSpec
+from selfattn.tasks.scored_data import DataFile, scored_examples
 from selfattn.tasks.task import AttentionFigure, Task, register_task
 
 __all__ = ["BitsTask"]
@@ -223,17 +224,13 @@ class BitsTask(Task):
         return " ".join(out)
 
     def score(
-        self, model: nn.Module, split: str, *, truncate: bool = False, **options: Any
+        self, model: nn.Module, split: str | DataFile, *, truncate: bool = False, **options: Any
     ) -> dict[str, float]:
         """The :meth:`evaluate` metrics on a split, and wrong bits per sequence for every
         group of its lengths (and repeats): ``bits_wrong_length_20``,
         ``bits_wrong_length_10_repeats_15``."""
         self.check_options(options)
-        if split not in ("train", "dev", "test"):
-            raise ValueError(f"unknown split {split!r}; choose train, dev or test")
-        examples = getattr(self.load_splits(), split)
-        if not examples:
-            raise ValueError(f"dataset {self.config.data.dataset!r} has no {split} split")
+        examples, _ = scored_examples(self, split)
         metrics = self.evaluate(model, self.batches_of(examples))
         groups: dict[str, list[Example]] = defaultdict(list)
         for example in examples:

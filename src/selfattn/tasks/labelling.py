@@ -58,6 +58,7 @@ from selfattn.models.task_model import (
 from selfattn.tasks.memory_figure import memory_figure
 from selfattn.tasks.metrics import compute_loss, evaluate
 from selfattn.tasks.pretrained_text import PretrainedText, refuse_freeze
+from selfattn.tasks.scored_data import DataFile, scored_examples
 from selfattn.tasks.task import (
     EVAL_BATCH_SIZE,
     AttentionFigure,
@@ -177,15 +178,14 @@ class LabelTask(Task):
             return LabelVocabulary.for_splits(splits)
         from_train = splits.train + splits.dev if splits.dev_from_train else splits.train
         labels = LabelVocabulary.build(from_train)
-        for part in ([] if splits.dev_from_train else splits.dev, splits.test):
-            for example in part:
-                names = (example.label,) if isinstance(example.label, str) else example.label
-                for label in names:
-                    if label != NO_LABEL and label not in labels:
-                        raise DataError(
-                            f"{example.source}: label {label!r} never occurs in the training "
-                            f"file {splits.extra.get('train', splits.name)}"
-                        )
+        scored = [*([] if splits.dev_from_train else splits.dev), *splits.test]
+        unseen = unseen_label(scored, labels)
+        if unseen is not None:
+            example, label = unseen
+            raise DataError(
+                f"{example.source}: label {label!r} never occurs in the training "
+                f"file {splits.extra.get('train', splits.name)}"
+            )
         return labels
 
     def state(self) -> dict[str, Any]:
@@ -309,31 +309,37 @@ class LabelTask(Task):
             out[keep_from:keep_to] = logits[window, keep_from - start : keep_to - start]
         return out
 
-    def split_examples(self, split: str) -> list[Example]:
+    def split_examples(self, split: str | DataFile) -> list[Example]:
         """A split of the dataset, read as training read it (the same held-out dev set;
-        with ``data.overlong = "cut"`` the same cut; subwords when the task has BPE).
+        with ``data.overlong = "cut"`` the same cut; subwords when the task has BPE), or
+        a user's file read the same way (:mod:`~selfattn.tasks.scored_data`).
 
         Raises:
-            ValueError: an unknown or empty split.
+            ValueError: an unknown or empty split; a file that cannot be scored, or with
+                a label the model does not know (one line: file:line).
         """
-        if split not in ("train", "dev", "test"):
-            raise ValueError(f"unknown split {split!r}; choose train, dev or test")
         data = self.config.data
-        examples = getattr(self.load_splits(), split)
+        examples, _ = scored_examples(self, split)
+        if isinstance(split, DataFile) and self.name != "regression":  # numbers: no classes
+            unseen = unseen_label(examples, self.labels)
+            if unseen is not None:
+                example, label = unseen
+                raise DataError(
+                    f"{example.source}: label {label!r} is not one of this model's "
+                    f"{len(self.labels)} labels ({_listed(self.labels.labels)})"
+                )
         if self.bpe is not None:
             examples = bpe_retokenize(examples, self.bpe, label_sets=self.name == "multilabel")
-        if not examples:
-            raise ValueError(f"dataset {data.dataset!r} has no {split} split")
         if data.overlong == "cut":
             examples, _ = fit_examples(examples, data.max_len, "cut", self.name)  # type: ignore[arg-type]
         return list(examples)
 
     def score(
-        self, model: nn.Module, split: str, *, truncate: bool = False, **options: Any
+        self, model: nn.Module, split: str | DataFile, *, truncate: bool = False, **options: Any
     ) -> dict[str, float]:
-        """Metrics of ``model`` on a split of its dataset (:meth:`split_examples`). Longer inputs
-        than the model reads are handled as in :meth:`fit`; ``truncated`` then counts the
-        examples cut."""
+        """Metrics of ``model`` on a split of its dataset or a file
+        (:meth:`split_examples`). Longer inputs than the model reads are handled as in
+        :meth:`fit`; ``truncated`` then counts the examples cut."""
         self.check_options(options)
         examples = self.split_examples(split)
         fitted = [self.fit(model, example, truncate=truncate) for example in examples]
@@ -395,6 +401,24 @@ class LabelTask(Task):
         else:
             axis = labelled.attention_labels(positions(example))
         return [AttentionFigure("self-attention", maps, axis, axis)]
+
+
+def unseen_label(
+    examples: Iterable[Example], labels: LabelVocabulary
+) -> tuple[Example, str] | None:
+    """The first example with a label ``labels`` lacks, and that label (``None``: none)."""
+    for example in examples:
+        names = (example.label,) if isinstance(example.label, str) else example.label
+        for label in names:
+            if label != NO_LABEL and label not in labels:
+                return example, label
+    return None
+
+
+def _listed(names: Sequence[str], shown: int = 8) -> str:
+    """``names`` comma-separated, the first ``shown`` of them and a count of the rest."""
+    rest = len(names) - shown
+    return ", ".join(names[:shown]) + (f", … {rest} more" if rest > 0 else "")
 
 
 def refuse_seq2seq_settings(config: Config, task: str) -> None:

@@ -30,6 +30,7 @@ from selfattn.data.specials import NO_LABELS
 from selfattn.models.act import PonderMeter
 from selfattn.models.spec import TaskSpec
 from selfattn.tasks.labelling import LabelTask
+from selfattn.tasks.scored_data import DataFile
 from selfattn.tasks.set_metrics import THRESHOLD, SetScores, label_set_loss, predicted_sets
 from selfattn.tasks.task import AttentionFigure, register_task
 
@@ -72,7 +73,7 @@ class MultiLabelTask(LabelTask):
         return {"threshold": float(options.get("threshold", THRESHOLD))}
 
     def score(
-        self, model: nn.Module, split: str, *, truncate: bool = False, **options: Any
+        self, model: nn.Module, split: str | DataFile, *, truncate: bool = False, **options: Any
     ) -> dict[str, float]:
         """The :meth:`evaluate` metrics on a split, the sets at ``threshold``."""
         with self._threshold(options) as rest:

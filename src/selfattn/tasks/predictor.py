@@ -21,6 +21,7 @@ from selfattn.data.readers.user_input import (
 from selfattn.data.types import Example
 from selfattn.models.spec import TaskSpec
 from selfattn.tasks.inputs import text_inputs
+from selfattn.tasks.scored_data import DataFile
 from selfattn.tasks.task import AttentionFigure, Task, task_named
 from selfattn.train.checkpoint import load_model
 from selfattn.train.run_dir import checkpoint_in
@@ -126,9 +127,10 @@ class Predictor:
             return self.task.predict(self.model, example, **options)
 
     def evaluate(
-        self, split: str = "test", *, truncate: bool = False, **options: Any
+        self, split: str | DataFile = "test", *, truncate: bool = False, **options: Any
     ) -> dict[str, float]:
-        """Metrics on a split of the dataset the model was trained on."""
+        """Metrics on a split of the dataset the model was trained on, or on a user's
+        labelled file (:class:`~selfattn.tasks.scored_data.DataFile`)."""
         with varying_shapes(self.device):
             return self.task.score(self.model, split, truncate=truncate, **options)
 

@@ -26,6 +26,7 @@ from selfattn.data.batching.splits import DEV_SEED
 from selfattn.data.types import InputKind, TaskType
 from selfattn.models.architectures import ARCHITECTURES
 from selfattn.models.spec import TaskSpec
+from selfattn.tasks.scored_data import DataFile
 
 EVAL_BATCH_SIZE = 64
 
@@ -243,9 +244,11 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def score(
-        self, model: nn.Module, split: str, *, truncate: bool = False, **options: Any
+        self, model: nn.Module, split: str | DataFile, *, truncate: bool = False, **options: Any
     ) -> dict[str, float]:
-        """Metrics of ``model`` on a split of the dataset it was trained on."""
+        """Metrics of ``model`` on a split of the dataset it was trained on, or on a
+        user's file of a format its task type reads
+        (:func:`~selfattn.tasks.scored_data.scored_examples`)."""
 
     @abc.abstractmethod
     def attention(

@@ -48,6 +48,9 @@ _READERS: dict[str, Callable[[Path], list[Example]]] = {
     ".jsonl": read_label_sets,
 }
 
+#: What ``format`` may name: a file is read as if its name ended in ``.FORMAT``.
+FORMATS = tuple(suffix[1:] for suffix in _READERS)
+
 
 def load_dataset(
     name_or_path: str | Path,
@@ -58,6 +61,7 @@ def load_dataset(
     task: TaskType | None = None,
     dev_fraction: float = 0.0,
     seed: int = 0,
+    format: str | None = None,
 ) -> DatasetSplits:
     """A registered recipe by name, or a user's file(s).
 
@@ -88,6 +92,8 @@ def load_dataset(
             sequence task; ``dev_from_train`` is then set). 0 leaves dev empty. Recipes
             ignore it: their splits are fixed.
         seed: the seed of that hold-out.
+        format: read every user file as if its name ended in ``.FORMAT`` (one of
+            :data:`FORMATS`) instead of by its own extension.
 
     Raises:
         DataError: unknown name, missing file, unknown extension, malformed contents,
@@ -106,12 +112,14 @@ def load_dataset(
         if task is not None and task != recipe.task:
             raise DataError(f"recipe {name_or_path!r} is a {recipe.task} task, not {task}")
         return recipe.load()
+    if format is not None and format not in FORMATS:
+        raise DataError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     train_path = Path(name_or_path)
     if not train_path.exists():
         names = ", ".join(sorted(RECIPES))
         raise DataError(f"{name_or_path}: neither a recipe ({names}) nor an existing file")
-    train = _read_user_file(train_path, conllu_tag, task)
-    found, kind = _kind_of(train, task, train_path)
+    train = _read_user_file(train_path, conllu_tag, task, format)
+    found, kind = _kind_of(train, task, train_path, format)
     if task is not None and found != task:
         raise DataError(
             f"{train_path}: holds {found} data, not {task}"
@@ -122,11 +130,11 @@ def load_dataset(
         if path is None:
             others[split] = []
             continue
-        others[split] = _read_user_file(Path(path), conllu_tag, task)
-        if _kind_of(others[split], task, Path(path)) != (found, kind):
+        others[split] = _read_user_file(Path(path), conllu_tag, task, format)
+        if _kind_of(others[split], task, Path(path), format) != (found, kind):
             raise DataError(
                 f"{path}: {split} file holds "
-                f"{'/'.join(_kind_of(others[split], task, Path(path)))} data, "
+                f"{'/'.join(_kind_of(others[split], task, Path(path), format))} data, "
                 f"but {train_path} holds {found}/{kind}"
             )
     held_out = dev is None and dev_fraction > 0
@@ -143,13 +151,17 @@ def load_dataset(
         extra={"train": str(train_path), "dev": str(dev or ""), "test": str(test or "")},
         dev_from_train=held_out,
     )
-    if task == "seq2seq" and train_path.suffix.lower() == ".jsonl":  # label sets as sequences
+    suffix = train_path.suffix.lower() if format is None else f".{format}"
+    if task == "seq2seq" and suffix == ".jsonl":  # label sets as sequences
         return label_set_targets(dataclasses.replace(splits, task="multilabel"), check_unseen=True)
     return splits
 
 
 def _read_user_file(
-    path: Path, conllu_tag: Literal["upos", "xpos"], task: TaskType | None
+    path: Path,
+    conllu_tag: Literal["upos", "xpos"],
+    task: TaskType | None,
+    format: str | None = None,
 ) -> list[Example]:
     if path.is_dir() and (path / "labels.csv").is_file():
         path = path / "labels.csv"  # a folder of WAV files with its labels.csv
@@ -162,7 +174,7 @@ def _read_user_file(
         )
     if not path.is_file():
         raise DataError(f"{path}: {not_a_file(path)}")
-    suffix = path.suffix.lower()
+    suffix = path.suffix.lower() if format is None else f".{format}"
     if suffix == ".csv" and is_phone_csv(path):
         if task not in (None, "token"):
             raise DataError(
@@ -213,7 +225,7 @@ def _check_numbers(examples: list[Example]) -> None:
 
 
 def _kind_of(
-    examples: list[Example], task: TaskType | None, path: Path
+    examples: list[Example], task: TaskType | None, path: Path, format: str | None = None
 ) -> tuple[TaskType, InputKind]:
     """The task and input kind of user examples.
 
@@ -224,7 +236,7 @@ def _kind_of(
     kind: InputKind = "text" if examples[0].tokens is not None else "vectors"
     if task == "seq2seq":
         return "seq2seq", kind
-    if path.suffix.lower() == ".jsonl":
+    if (path.suffix.lower() if format is None else f".{format}") == ".jsonl":
         return "multilabel", kind
     found: TaskType = "sequence" if isinstance(examples[0].label, str) else "token"
     if task == "regression" and found == "sequence":

@@ -40,6 +40,7 @@ from selfattn.models.seq2seq_builder import (
     check_seq2seq_model,
 )
 from selfattn.models.task_model import TaskSpec, check_fields
+from selfattn.tasks.scored_data import DataFile, scored_examples
 from selfattn.tasks.seq2seq.maps import seq2seq_figures
 from selfattn.tasks.seq2seq.objective import Seq2SeqObjective, encode_batch
 from selfattn.tasks.seq2seq.scoring import Decoded, bpe_pair, hull_scores, text_scores
@@ -338,9 +339,10 @@ class Seq2SeqTask(Task):
         return self.detokenize(self.decode(model, [example], method, **rest).tokens[0])
 
     def score(
-        self, model: nn.Module, split: str, *, truncate: bool = False, **options: Any
+        self, model: nn.Module, split: str | DataFile, *, truncate: bool = False, **options: Any
     ) -> dict[str, float]:
-        """Decode a split of the training dataset and score it.
+        """Decode a split of the training dataset (or a user's file of its format:
+        :mod:`~selfattn.tasks.scored_data`) and score it.
 
         The split is read as training read it (the same held-out dev set, the same cut
         with ``data.overlong = "cut"``); a longer source than the model reads is refused,
@@ -360,13 +362,8 @@ class Seq2SeqTask(Task):
         """
         self.check_options(options)
         assert isinstance(model, SEQ2SEQ_MODELS) and self.collator is not None
-        if split not in ("train", "dev", "test"):
-            raise ValueError(f"unknown split {split!r}; choose train, dev or test")
         data = self.config.data
-        splits = self.load_splits()
-        examples = getattr(splits, split)
-        if not examples:
-            raise ValueError(f"dataset {data.dataset!r} has no {split} split")
+        examples, splits = scored_examples(self, split)
         # Scored against the whole reference, even where training cut the target.
         references = [list(e.label) for e in examples]
         if self.bpe is not None:
