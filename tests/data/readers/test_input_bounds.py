@@ -25,11 +25,12 @@ from ...helpers_data import SPEECH_INPUT as SPEECH
 
 def refused(argument: str, description: InputDescription, starts: str, *words: str) -> str:
     """The one-line refusal of ``argument``, which starts with ``starts`` and holds
-    ``words``, within two seconds."""
-    start = time.perf_counter()
+    ``words``, within two seconds of this process's CPU time (not wall time, which grows
+    with whatever else shares the machine)."""
+    start = time.process_time()
     with pytest.raises(DataError) as caught:
         read_input(argument, description)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
     message = str(caught.value)
     assert "\n" not in message and message.startswith(starts), message
     assert all(word in message for word in words), message
@@ -124,9 +125,9 @@ def _chain(atoms: int) -> str:
 def test_a_molecule_of_many_atoms_is_read_in_linear_time() -> None:
     """The duplicate-bond check compared every bond with every earlier one: 10,000 atoms
     took about 8 s, 100,000 ran past 180 s."""
-    start = time.perf_counter()
+    start = time.process_time()
     example = read_input(_chain(user_graphs.MAX_NODES), MOLECULE)
-    assert time.perf_counter() - start < 3.0
+    assert time.process_time() - start < 3.0
     assert example.features is not None and len(example.features) == user_graphs.MAX_NODES
 
 
