@@ -1,4 +1,5 @@
-"""Every code block of README.md and docs/*.md runs, so a snippet cannot rot.
+"""Every code block of README.md and the site's pages (docs/, subfolders too) runs, so a
+snippet cannot rot.
 
 Python blocks run as written, each in a fresh interpreter. Shell blocks run whole in
 ``bash -e`` from a scratch folder that sees the repository's ``configs/``, with two
@@ -28,7 +29,7 @@ from selfattn.data.recipes import Recipe
 from selfattn.pretrained.weights import PRETRAINED, PretrainedError
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```([A-Za-z]*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SHELL = {"bash", "sh", "shell", "console"}
 TIMEOUT_S = 600

@@ -1,0 +1,231 @@
+"""The records behind the documented numbers, the citations that point at them, and the
+command that measures a model's parameter count.
+
+A record is one JSON file in ``docs/records/``, named ``ID.json``: what one command printed,
+with where and when it ran::
+
+    {"id": "toy", "command": "selfattn toy --threads 1", "commit": "0f973b4",
+     "date": "2026-11-24", "machine": "2 CPU cores, otherwise idle",
+     "values": {"majority": 0.546, "self-attention": 0.955}}
+
+A record whose values are parameter counts also says, under ``models``, which model each
+count is of: a config, its ``--set`` overrides and the :class:`TaskSpec` its data gave
+(vocabulary and label counts), so the count is recomputed by building the model, with no
+data (``"models": {"transformer": {"config": "configs/x.toml", "set": [], "spec": {...}}}``;
+``"module": "encoder"`` counts that part of the model alone).
+
+A page cites a value by an HTML comment right after the number, which neither GitHub nor the
+site shows: ``0.955 <!-- record: toy self-attention -->``, or ``9.45 M <!-- record:
+bible-en-es-params transformer -->``. The number as written must be the value rounded to
+the digits written (``M`` and ``k`` scale it); a unit of up to three letters (``s``, ``%``)
+may stand between the number and the comment.
+
+Run as a script, ``params CONFIG [--set FIELD=VALUE ...] [--module NAME]`` loads the config's data, builds
+its model and prints the record entry (spec and count) to paste under ``models`` and
+``values``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = ROOT / "docs" / "records"
+FIELDS = {"id": str, "command": str, "commit": str, "date": str, "machine": str, "values": dict}
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+COMMIT = re.compile(r"[0-9a-f]{7,40}")
+CITATION = re.compile(
+    r"(?P<number>-?\d[\d,]*(?:\.\d+)?)(?P<unit>\s?[A-Za-z%]{1,3})?\s*"
+    r"<!-- record: (?P<id>[\w.-]+) (?P<key>[\w.-]+) -->"
+)
+SCALES = {"k": 1e3, "M": 1e6}
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+# What counts as a documented number: a decimal (0.9337, 9.45) or a thousands-grouped
+# integer (65,761) in prose, not in code, not part of a date or a version.
+MEASURED = re.compile(r"(?<![\w.\-])(?:\d+\.\d+|\d{1,3}(?:,\d{3})+)(?![\w.]*\d)(?!-\d)")
+
+
+class RecordError(ValueError):
+    """A record file that breaks the format; the message names the file and field."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record file: the command that measured the values and where it ran."""
+
+    id: str
+    command: str
+    commit: str
+    date: str
+    machine: str
+    values: dict[str, float]
+    models: dict[str, dict[str, Any]]
+    path: Path
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A number in a document followed by a record marker."""
+
+    path: Path
+    line: int
+    number: str
+    unit: str
+    record: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+    def matches(self, value: float) -> bool:
+        """Whether the number as written is ``value`` rounded to the digits written."""
+        written = float(self.number.replace(",", ""))
+        decimals = len(self.number.split(".")[1]) if "." in self.number else 0
+        scale = SCALES.get(self.unit.strip(), 1.0)
+        return round(value / scale, decimals) == round(written, decimals)
+
+
+def read_record(path: Path) -> Record:
+    """The record in ``path``.
+
+    Raises:
+        RecordError: not JSON, a field missing or of the wrong type, an id that is not the
+            file's name, a malformed date or commit, a value that is not a number, a model
+            for a value the record lacks.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise RecordError(f"{path}:{err.lineno}: not JSON ({err.msg})") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: a record is a JSON object")
+    for name, kind in FIELDS.items():
+        if not isinstance(data.get(name), kind) or not data[name]:
+            raise RecordError(f"{path}: field {name!r} must be a non-empty {kind.__name__}")
+    if data["id"] != path.stem:
+        raise RecordError(f"{path}: field 'id' is {data['id']!r}, the file says {path.stem!r}")
+    if not DATE.fullmatch(data["date"]):
+        raise RecordError(f"{path}: field 'date' is {data['date']!r}, not YYYY-MM-DD")
+    if not COMMIT.fullmatch(data["commit"]):
+        raise RecordError(f"{path}: field 'commit' is {data['commit']!r}, not a commit hash")
+    for key, value in data["values"].items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise RecordError(f"{path}: values.{key} is {value!r}, not a number")
+    models = data.get("models", {})
+    for key, model in models.items():
+        if key not in data["values"]:
+            raise RecordError(f"{path}: models.{key} counts a value the record lacks")
+        if not isinstance(model, dict) or not isinstance(model.get("config"), str):
+            raise RecordError(f"{path}: models.{key} needs a 'config' path")
+    return Record(
+        id=data["id"],
+        command=data["command"],
+        commit=data["commit"],
+        date=data["date"],
+        machine=data["machine"],
+        values={key: float(value) for key, value in data["values"].items()},
+        models=models,
+        path=path,
+    )
+
+
+def load_records(folder: Path = RECORDS) -> dict[str, Record]:
+    """Every record in ``folder`` by id."""
+    return {path.stem: read_record(path) for path in sorted(folder.glob("*.json"))}
+
+
+def documents() -> list[Path]:
+    """The Markdown the records back: README.md, docs/ and benchmarks/README.md."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "benchmarks/README.md"]
+
+
+def prose(text: str) -> str:
+    """``text`` with code fences and inline code blanked, line breaks kept."""
+
+    def blank(match: re.Match[str]) -> str:
+        return re.sub(r"[^\n]", " ", match.group(0))
+
+    return INLINE_CODE.sub(blank, FENCE.sub(blank, text))
+
+
+def citations(path: Path) -> list[Citation]:
+    """The record markers of ``path`` with the numbers they follow."""
+    text = prose(path.read_text(encoding="utf-8"))
+    return [
+        Citation(
+            path=path,
+            line=text.count("\n", 0, match.start()) + 1,
+            number=match.group("number"),
+            unit=match.group("unit") or "",
+            record=match.group("id"),
+            key=match.group("key"),
+        )
+        for match in CITATION.finditer(text)
+    ]
+
+
+def count_numbers(paths: list[Path]) -> tuple[int, int]:
+    """(numbers cited by a record, documented numbers) over ``paths``."""
+    cited = total = 0
+    for path in paths:
+        text = prose(path.read_text(encoding="utf-8"))
+        total += len(MEASURED.findall(text))
+        cited += sum(1 for c in citations(path) if MEASURED.fullmatch(c.number))
+    return cited, total
+
+
+def parameter_count(model: dict[str, Any]) -> int:
+    """The parameters of the model a record's ``models`` entry describes, built from its
+    config and stored spec alone (no data is read)."""
+    from selfattn.config import load_config
+    from selfattn.models.spec import TaskSpec
+    from selfattn.tasks.task import build_for_spec
+
+    config = load_config(ROOT / model["config"], list(model.get("set", [])))
+    built = build_for_spec(config, TaskSpec.from_dict(dict(model["spec"])))
+    if "module" in model:
+        built = built.get_submodule(model["module"])
+    return sum(p.numel() for p in built.parameters())
+
+
+def measure(config_path: str, overrides: list[str], module: str | None = None) -> dict[str, Any]:
+    """The ``models`` entry and count for ``config_path`` (of its ``module`` alone, if
+    given): its data loaded and its model built, as training would."""
+    from selfattn.config import load_config
+    from selfattn.tasks.run import prepare
+
+    prepared = prepare(load_config(Path(config_path), overrides))
+    model: dict[str, Any] = {"config": config_path, "set": overrides}
+    if module is not None:
+        model["module"] = module
+    model["spec"] = prepared.spec.to_dict()
+    return {"model": model, "parameters": parameter_count(model)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    params = commands.add_parser("params", help="a config's parameter count and spec, as JSON")
+    params.add_argument("config", help="a config path relative to the repository root")
+    params.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    params.add_argument("--module", help="count this submodule alone (encoder)")
+    counts = commands.add_parser("count", help="how many documented numbers records back")
+    counts.set_defaults(config=None)
+    args = parser.parse_args(argv)
+    if args.command == "count":
+        cited, total = count_numbers(documents())
+        print(f"{cited} of {total} documented numbers are backed by a record")
+        return 0
+    print(json.dumps(measure(args.config, args.set, args.module), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""A documented number that cites a record (``0.955 <!-- record: toy self-attention -->``)
+must be that record's value as written, and a record of parameter counts must still be what
+its configs build (tests/docs/records.py describes the format)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .records import (
+    RECORDS,
+    ROOT,
+    Citation,
+    RecordError,
+    citations,
+    count_numbers,
+    documents,
+    load_records,
+    main,
+    parameter_count,
+    read_record,
+)
+
+RECORDED = load_records()
+CITED = [c for path in documents() for c in citations(path)]
+COUNTED = [(r.id, key) for r in RECORDED.values() for key in r.models]
+
+
+def test_the_documents_cite_records() -> None:
+    assert len(RECORDED) >= 8 and len(CITED) >= 40
+    cited_files = {c.path.name for c in CITED}
+    assert {"README.md", "results.md"} <= cited_files
+
+
+def test_every_citation_is_its_record_value() -> None:
+    wrong = []
+    for c in CITED:
+        record = RECORDED.get(c.record)
+        if record is None:
+            wrong.append(f"{c}: no record {c.record!r} in docs/records/")
+        elif c.key not in record.values:
+            wrong.append(f"{c}: record {c.record!r} has no value {c.key!r}")
+        elif not c.matches(record.values[c.key]):
+            wrong.append(f"{c}: {c.number}{c.unit} but {c.record}.{c.key} is {record.values[c.key]}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_record_is_cited() -> None:
+    cited = {(c.record, c.key) for c in CITED}
+    unused = [
+        f"{r.id}.{key}"
+        for r in RECORDED.values()
+        for key in r.values
+        if (r.id, key) not in cited
+    ]
+    assert not unused, f"values no document cites: {unused}"
+
+
+@pytest.mark.parametrize(("record", "key"), COUNTED, ids=[f"{r}.{k}" for r, k in COUNTED])
+def test_recorded_parameter_counts_are_what_the_configs_build(record: str, key: str) -> None:
+    entry = RECORDED[record]
+    assert parameter_count(entry.models[key]) == entry.values[key], (
+        f"{entry.path.relative_to(ROOT)}: {entry.models[key]['config']} no longer builds "
+        f"{entry.values[key]:.0f} parameters: measure it again with its command"
+    )
+
+
+@pytest.mark.parametrize(
+    ("number", "unit", "value", "expected"),
+    [
+        ("9.45", " M", 9_454_977, True),
+        ("9.46", " M", 9_454_977, False),
+        ("12.21", " M", 9_454_977, False),
+        ("191", "k", 191_424, True),
+        ("65,761", "", 65_761, True),
+        ("65,760", "", 65_761, False),
+        ("0.9337", "", 0.9337, True),
+        ("0.934", "", 0.9337, True),
+        ("0.933", "", 0.9337, False),
+        ("1.000", "", 1.0, True),
+        ("65.2", " s", 65.2, True),
+    ],
+)
+def test_a_number_matches_its_value_rounded_to_the_digits_written(
+    number: str, unit: str, value: float, expected: bool
+) -> None:
+    citation = Citation(ROOT / "README.md", 1, number, unit, "r", "k")
+    assert citation.matches(value) is expected
+
+
+def test_markers_are_read_from_prose_not_code(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "a 9.45 M <!-- record: params transformer --> model and 31.5 s <!-- record: toy "
+        "seconds -->\n```text\n0.1 <!-- record: toy fc -->\n```\n"
+        "`0.2 <!-- record: toy fc -->`\n",
+        encoding="utf-8",
+    )
+    found = [(c.line, c.number, c.unit.strip(), c.record, c.key) for c in citations(page)]
+    assert found == [(1, "9.45", "M", "params", "transformer"), (1, "31.5", "s", "toy", "seconds")]
+
+
+GOOD = {
+    "id": "r",
+    "command": "selfattn toy --threads 1",
+    "commit": "8818096",
+    "date": "2026-11-27",
+    "machine": "2 cores",
+    "values": {"a": 1.5},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"id": "other"}, "field 'id' is 'other', the file says 'r'"),
+        ({"command": ""}, "field 'command' must be a non-empty str"),
+        ({"date": "27.11.2026"}, "field 'date' is '27.11.2026', not YYYY-MM-DD"),
+        ({"commit": "HEAD"}, "field 'commit' is 'HEAD', not a commit hash"),
+        ({"values": {"a": "0.9"}}, "values.a is '0.9', not a number"),
+        ({"models": {"b": {"config": "configs/x.toml"}}}, "models.b counts a value the record"),
+        ({"models": {"a": {"spec": {}}}}, "models.a needs a 'config' path"),
+    ],
+)
+def test_a_malformed_record_is_refused_naming_file_and_field(
+    tmp_path: Path, change: dict[str, object], message: str
+) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({**GOOD, **change}), encoding="utf-8")
+    with pytest.raises(RecordError, match="r.json: ") as caught:
+        read_record(path)
+    assert message in str(caught.value)
+
+
+def test_a_record_that_is_not_json_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{\n  "id": "r",\n  oops\n}\n', encoding="utf-8")
+    with pytest.raises(RecordError, match=r"r.json:3: not JSON"):
+        read_record(path)
+
+
+def test_the_records_folder_holds_only_records() -> None:
+    assert all(path.suffix == ".json" for path in RECORDS.iterdir())
+
+
+def test_the_count_says_how_many_numbers_are_backed(capsys: pytest.CaptureFixture[str]) -> None:
+    cited, total = count_numbers(documents())
+    assert 0 < cited <= total
+    assert main(["count"]) == 0
+    assert capsys.readouterr().out == f"{cited} of {total} documented numbers are backed by a record\n"
