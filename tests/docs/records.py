@@ -20,9 +20,9 @@ bible-en-es-params transformer -->``. The number as written must be the value ro
 the digits written (``M`` and ``k`` scale it); a unit of up to three letters (``s``, ``%``)
 may stand between the number and the comment.
 
-Run as a script, ``params CONFIG [--set FIELD=VALUE ...] [--module NAME]`` loads the config's data, builds
-its model and prints the record entry (spec and count) to paste under ``models`` and
-``values``.
+Run as a script, ``params CONFIG [--set FIELD=VALUE ...] [--module NAME]`` loads the
+config's data, builds its model and prints the record entry (spec and count) to paste under
+``models`` and ``values``; ``count`` says how many documented numbers cite a record.
 """
 
 from __future__ import annotations
@@ -72,17 +72,13 @@ class Record:
 
 @dataclass(frozen=True)
 class Citation:
-    """A number in a document followed by a record marker."""
+    """A number in a document followed by a record marker, and where (``README.md:56``)."""
 
-    path: Path
-    line: int
+    where: str
     number: str
     unit: str
     record: str
     key: str
-
-    def __str__(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
 
     def matches(self, value: float) -> bool:
         """Whether the number as written is ``value`` rounded to the digits written."""
@@ -143,7 +139,11 @@ def load_records(folder: Path = RECORDS) -> dict[str, Record]:
 
 def documents() -> list[Path]:
     """The Markdown the records back: README.md, docs/ and benchmarks/README.md."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "benchmarks/README.md"]
+    return [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        ROOT / "benchmarks/README.md",
+    ]
 
 
 def prose(text: str) -> str:
@@ -160,8 +160,8 @@ def citations(path: Path) -> list[Citation]:
     text = prose(path.read_text(encoding="utf-8"))
     return [
         Citation(
-            path=path,
-            line=text.count("\n", 0, match.start()) + 1,
+            where=f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:"
+            f"{text.count(chr(10), 0, match.start()) + 1}",
             number=match.group("number"),
             unit=match.group("unit") or "",
             record=match.group("id"),

@@ -30,7 +30,7 @@ COUNTED = [(r.id, key) for r in RECORDED.values() for key in r.models]
 
 def test_the_documents_cite_records() -> None:
     assert len(RECORDED) >= 8 and len(CITED) >= 40
-    cited_files = {c.path.name for c in CITED}
+    cited_files = {Path(c.where.split(":")[0]).name for c in CITED}
     assert {"README.md", "results.md"} <= cited_files
 
 
@@ -39,21 +39,20 @@ def test_every_citation_is_its_record_value() -> None:
     for c in CITED:
         record = RECORDED.get(c.record)
         if record is None:
-            wrong.append(f"{c}: no record {c.record!r} in docs/records/")
+            wrong.append(f"{c.where}: no record {c.record!r} in docs/records/")
         elif c.key not in record.values:
-            wrong.append(f"{c}: record {c.record!r} has no value {c.key!r}")
+            wrong.append(f"{c.where}: record {c.record!r} has no value {c.key!r}")
         elif not c.matches(record.values[c.key]):
-            wrong.append(f"{c}: {c.number}{c.unit} but {c.record}.{c.key} is {record.values[c.key]}")
+            wrong.append(
+                f"{c.where}: {c.number}{c.unit} but {c.record}.{c.key} is {record.values[c.key]}"
+            )
     assert not wrong, "\n".join(wrong)
 
 
 def test_every_record_is_cited() -> None:
     cited = {(c.record, c.key) for c in CITED}
     unused = [
-        f"{r.id}.{key}"
-        for r in RECORDED.values()
-        for key in r.values
-        if (r.id, key) not in cited
+        f"{r.id}.{key}" for r in RECORDED.values() for key in r.values if (r.id, key) not in cited
     ]
     assert not unused, f"values no document cites: {unused}"
 
@@ -86,7 +85,7 @@ def test_recorded_parameter_counts_are_what_the_configs_build(record: str, key: 
 def test_a_number_matches_its_value_rounded_to_the_digits_written(
     number: str, unit: str, value: float, expected: bool
 ) -> None:
-    citation = Citation(ROOT / "README.md", 1, number, unit, "r", "k")
+    citation = Citation("README.md:1", number, unit, "r", "k")
     assert citation.matches(value) is expected
 
 
@@ -98,8 +97,12 @@ def test_markers_are_read_from_prose_not_code(tmp_path: Path) -> None:
         "`0.2 <!-- record: toy fc -->`\n",
         encoding="utf-8",
     )
-    found = [(c.line, c.number, c.unit.strip(), c.record, c.key) for c in citations(page)]
-    assert found == [(1, "9.45", "M", "params", "transformer"), (1, "31.5", "s", "toy", "seconds")]
+    found = [(c.where, c.number, c.unit.strip(), c.record, c.key) for c in citations(page)]
+    where = f"{page}:1"
+    assert found == [
+        (where, "9.45", "M", "params", "transformer"),
+        (where, "31.5", "s", "toy", "seconds"),
+    ]
 
 
 GOOD = {
@@ -129,7 +132,7 @@ def test_a_malformed_record_is_refused_naming_file_and_field(
 ) -> None:
     path = tmp_path / "r.json"
     path.write_text(json.dumps({**GOOD, **change}), encoding="utf-8")
-    with pytest.raises(RecordError, match="r.json: ") as caught:
+    with pytest.raises(RecordError, match=r"r\.json: ") as caught:
         read_record(path)
     assert message in str(caught.value)
 
@@ -149,4 +152,5 @@ def test_the_count_says_how_many_numbers_are_backed(capsys: pytest.CaptureFixtur
     cited, total = count_numbers(documents())
     assert 0 < cited <= total
     assert main(["count"]) == 0
-    assert capsys.readouterr().out == f"{cited} of {total} documented numbers are backed by a record\n"
+    said = capsys.readouterr().out
+    assert said == f"{cited} of {total} documented numbers are backed by a record\n"

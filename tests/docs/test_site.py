@@ -101,7 +101,9 @@ def test_every_page_opens_cleanly_and_the_nav_reaches_it(
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     errors: list[str] = []
-    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    page.on(
+        "console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None
+    )
     page.on("pageerror", lambda error: errors.append(f"{page.url}: {error}"))
     reached, queue = set(), ["index.html"]
     while queue:
