@@ -20,6 +20,10 @@ bible-en-es-params transformer -->``. The number as written must be the value ro
 the digits written (``M`` and ``k`` scale it); a unit of up to three letters (``s``, ``%``)
 may stand between the number and the comment.
 
+Output quoted in a fenced block cites a record by the comment alone on the line before the
+fence, ``<!-- record: ID -->``: each of the record's values must then be one of the block's
+numbers (rounded as written).
+
 Run as a script, ``params CONFIG [--set FIELD=VALUE ...] [--module NAME]`` loads the
 config's data, builds its model and prints the record entry (spec and count) to paste under
 ``models`` and ``values``; ``count`` says how many documented numbers cite a record.
@@ -44,6 +48,10 @@ CITATION = re.compile(
     r"(?P<number>-?\d[\d,]*(?:\.\d+)?)(?P<unit>\s?[A-Za-z%]{1,3})?\s*"
     r"<!-- record: (?P<id>[\w.-]+) (?P<key>[\w.-]+) -->"
 )
+BLOCK_CITATION = re.compile(
+    r"^<!-- record: (?P<id>[\w.-]+) -->\n(?P<block>```[^\n]*\n.*?^```)", re.MULTILINE | re.DOTALL
+)
+NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\d])")
 SCALES = {"k": 1e3, "M": 1e6}
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -160,8 +168,7 @@ def citations(path: Path) -> list[Citation]:
     text = prose(path.read_text(encoding="utf-8"))
     return [
         Citation(
-            where=f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:"
-            f"{text.count(chr(10), 0, match.start()) + 1}",
+            where=f"{_shown(path)}:{text.count(chr(10), 0, match.start()) + 1}",
             number=match.group("number"),
             unit=match.group("unit") or "",
             record=match.group("id"),
@@ -171,14 +178,55 @@ def citations(path: Path) -> list[Citation]:
     ]
 
 
-def count_numbers(paths: list[Path]) -> tuple[int, int]:
-    """(numbers cited by a record, documented numbers) over ``paths``."""
-    cited = total = 0
+@dataclass(frozen=True)
+class BlockCitation:
+    """A fenced block of quoted output that a record backs, and where it starts."""
+
+    where: str
+    record: str
+    numbers: list[str]
+
+    def missing(self, values: dict[str, float]) -> list[str]:
+        """The keys of ``values`` that no number of the block is (rounded as written)."""
+        return [
+            key
+            for key, value in values.items()
+            if not any(
+                Citation(self.where, n, "", self.record, key).matches(value) for n in self.numbers
+            )
+        ]
+
+
+def block_citations(path: Path) -> list[BlockCitation]:
+    """The fenced blocks of ``path`` that cite a record on the line before them."""
+    text = path.read_text(encoding="utf-8")
+    return [
+        BlockCitation(
+            where=f"{_shown(path)}:{text.count(chr(10), 0, match.start()) + 1}",
+            record=match.group("id"),
+            numbers=NUMBER.findall(match.group("block")),
+        )
+        for match in BLOCK_CITATION.finditer(text)
+    ]
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def count_numbers(paths: list[Path]) -> tuple[int, int, int]:
+    """(prose numbers cited by a record, documented numbers in prose, numbers of quoted
+    output that a record backs) over ``paths``."""
+    cited = total = quoted = 0
+    records = load_records()
     for path in paths:
         text = prose(path.read_text(encoding="utf-8"))
         total += len(MEASURED.findall(text))
         cited += sum(1 for c in citations(path) if MEASURED.fullmatch(c.number))
-    return cited, total
+        quoted += sum(
+            len(records[b.record].values) for b in block_citations(path) if b.record in records
+        )
+    return cited, total, quoted
 
 
 def parameter_count(model: dict[str, Any]) -> int:
@@ -220,8 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     counts.set_defaults(config=None)
     args = parser.parse_args(argv)
     if args.command == "count":
-        cited, total = count_numbers(documents())
-        print(f"{cited} of {total} documented numbers are backed by a record")
+        cited, total, quoted = count_numbers(documents())
+        print(f"{cited} of {total} documented numbers are backed by a record", end="")
+        print(f", and {quoted} numbers of quoted output")
         return 0
     print(json.dumps(measure(args.config, args.set, args.module), indent=2))
     return 0

@@ -12,8 +12,10 @@ import pytest
 from .records import (
     RECORDS,
     ROOT,
+    BlockCitation,
     Citation,
     RecordError,
+    block_citations,
     citations,
     count_numbers,
     documents,
@@ -25,6 +27,7 @@ from .records import (
 
 RECORDED = load_records()
 CITED = [c for path in documents() for c in citations(path)]
+QUOTED = [b for path in documents() for b in block_citations(path)]
 COUNTED = [(r.id, key) for r in RECORDED.values() for key in r.models]
 
 
@@ -49,8 +52,23 @@ def test_every_citation_is_its_record_value() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def test_every_quoted_output_holds_its_record_values() -> None:
+    inline = {(c.record, c.key) for c in CITED}
+    wrong = []
+    for block in QUOTED:
+        record = RECORDED.get(block.record)
+        if record is None:
+            wrong.append(f"{block.where}: no record {block.record!r} in docs/records/")
+            continue
+        values = {k: v for k, v in record.values.items() if (record.id, k) not in inline}
+        for key in block.missing(values):
+            wrong.append(f"{block.where}: the block lacks {block.record}.{key} = {values[key]}")
+    assert QUOTED and not wrong, "\n".join(wrong)
+
+
 def test_every_record_is_cited() -> None:
     cited = {(c.record, c.key) for c in CITED}
+    cited |= {(b.record, key) for b in QUOTED for key in RECORDED[b.record].values}
     unused = [
         f"{r.id}.{key}" for r in RECORDED.values() for key in r.values if (r.id, key) not in cited
     ]
@@ -105,6 +123,20 @@ def test_markers_are_read_from_prose_not_code(tmp_path: Path) -> None:
     ]
 
 
+def test_a_quoted_block_cites_by_the_line_before_its_fence(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "text\n<!-- record: tour -->\n```text\nepoch 3 accuracy 0.7023 (7.1 s, 30,990 tokens/s)\n"
+        "```\n\n<!-- record: other -->\n\n```text\n0.5\n```\n",
+        encoding="utf-8",
+    )
+    (block,) = block_citations(page)  # a blank line between comment and fence cites nothing
+    assert (block.where, block.record) == (f"{page}:2", "tour")
+    assert block.numbers == ["3", "0.7023", "7.1", "30,990"]
+    assert block.missing({"dev": 0.70234, "tokens": 30990, "loss": 0.5584}) == ["loss"]
+    assert BlockCitation("x:1", "r", ["0.7023"]).missing({"dev": 0.7024}) == ["dev"]
+
+
 GOOD = {
     "id": "r",
     "command": "selfattn toy --threads 1",
@@ -149,8 +181,11 @@ def test_the_records_folder_holds_only_records() -> None:
 
 
 def test_the_count_says_how_many_numbers_are_backed(capsys: pytest.CaptureFixture[str]) -> None:
-    cited, total = count_numbers(documents())
-    assert 0 < cited <= total
+    cited, total, quoted = count_numbers(documents())
+    assert 0 < cited <= total and quoted > 0
     assert main(["count"]) == 0
     said = capsys.readouterr().out
-    assert said == f"{cited} of {total} documented numbers are backed by a record\n"
+    assert said == (
+        f"{cited} of {total} documented numbers are backed by a record, "
+        f"and {quoted} numbers of quoted output\n"
+    )
