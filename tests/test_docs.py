@@ -80,6 +80,12 @@ def test_the_documents_have_code_to_run() -> None:
     assert len(BLOCKS) >= 8
 
 
+def test_the_readme_stays_a_front_page() -> None:
+    # What it is, the two commands, a short tour, where to go next: the rest lives in docs/.
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= 250, f"README.md has {lines} lines: move detail into a docs/ page"
+
+
 def test_no_document_points_outside_the_repository() -> None:
     for path in DOCUMENTS:
         text = path.read_text(encoding="utf-8")
