@@ -2,8 +2,8 @@
 site, served locally, opens in Chromium with no console errors on any page, its navigation
 reaching every page it built.
 
-The browser is tests/explore's: Debian's Chromium driven by Playwright (skipped without
-it, failed in CI).
+The browser is the session's ``browser`` (tests/conftest.py): Debian's Chromium driven by
+Playwright, shared with tests/explore (skipped without it, failed in CI).
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from ..explore.conftest import VIEWPORT, browser  # noqa: F401  (the session's Chromium)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "mkdocs.yml"
@@ -95,10 +93,10 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
 def test_every_page_opens_cleanly_and_the_nav_reaches_it(
     site: Path,
     served: str,
-    browser: Any,  # noqa: F811
+    browser: Any,
 ) -> None:
     pages = {path.relative_to(site).as_posix() for path in site.rglob("*.html")} - {"404.html"}
-    context = browser.new_context(viewport=VIEWPORT)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
     errors: list[str] = []
     page.on(
