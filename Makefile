@@ -8,7 +8,7 @@ TORCH  := torch==2.13.0
 STAMP  := $(VENV)/.selfattn-installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup browser demo toy test lint typecheck unit bench clean
+.PHONY: setup browser demo toy test lint typecheck unit bench docs clean
 
 setup: $(STAMP)
 
@@ -55,5 +55,11 @@ test: lint typecheck unit
 bench: setup
 	$(PY) benchmarks/attention.py
 
+# The documentation site (mkdocs.yml) into site/: open site/index.html. Strict, so a broken
+# link or an API reference that does not resolve fails; never -q, which hides the warnings
+# strict mode counts.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist site *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

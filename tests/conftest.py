@@ -1,15 +1,21 @@
 """Shared test set-up: fixed seeds, `gpu` tests skipped where there is no CUDA,
 `fetched`: a recipe's real data, or a skip that says why it cannot be had here, and
 `minilm_folder`: the real all-MiniLM-L6-v2 checkpoint (CI fetches it, so there its tests
-run), `backend_choice`: where selfattn picks SDPA's backends for varying shapes."""
+run), `backend_choice`: where selfattn picks SDPA's backends for varying shapes, and
+`browser`: Debian's Chromium (``/usr/bin/chromium``, installed by ``make browser``) driven
+headless by Playwright through its bundled driver (never ``playwright install``), one for
+the session, which tests/explore and tests/docs share (Playwright's sync API allows one
+at a time). Without Chromium the browser tests fail in CI and skip elsewhere."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +24,8 @@ import torch
 from selfattn.data import RECIPES, DataError, DebianSource
 from selfattn.data.recipes import Recipe
 from selfattn.pretrained.weights import PRETRAINED, PretrainedError
+
+from .helpers_scripts import load_script
 
 
 @pytest.fixture(autouse=True)
@@ -116,3 +124,36 @@ def minilm_folder() -> Path:
         return PRETRAINED["minilm-l6"].fetch()
     except PretrainedError as err:
         pytest.skip(f"minilm-l6: its weights cannot be fetched here ({err})")
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _why_no_browser() -> str | None:
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed: pip install -e '.[dev]'"
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Debian Chromium driven by Playwright, one for the whole session."""
+    reason = _why_no_browser()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail(f"browser tests cannot run in CI: {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    # The screenshots of the docs are taken by the same browser, started the same way.
+    launch_args = load_script("docs/explorer_screenshots.py").LAUNCH_ARGS
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=launch_args
+        )
+        yield chromium
+        chromium.close()

@@ -1,4 +1,5 @@
-"""Every code block of README.md and docs/*.md runs, so a snippet cannot rot.
+"""Every code block of README.md and the site's pages (docs/, subfolders too) runs, so a
+snippet cannot rot.
 
 Python blocks run as written, each in a fresh interpreter. Shell blocks run whole in
 ``bash -e`` from a scratch folder that sees the repository's ``configs/``, with two
@@ -28,7 +29,7 @@ from selfattn.data.recipes import Recipe
 from selfattn.pretrained.weights import PRETRAINED, PretrainedError
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```([A-Za-z]*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SHELL = {"bash", "sh", "shell", "console"}
 TIMEOUT_S = 600
@@ -77,6 +78,12 @@ def test_the_documents_have_code_to_run() -> None:
     languages = {block.language for block in BLOCKS}
     assert "python" in languages and languages & SHELL
     assert len(BLOCKS) >= 8
+
+
+def test_the_readme_stays_a_front_page() -> None:
+    # What it is, the two commands, a short tour, where to go next: the rest lives in docs/.
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= 250, f"README.md has {lines} lines: move detail into a docs/ page"
 
 
 def test_no_document_points_outside_the_repository() -> None:

@@ -2,7 +2,7 @@
 installed by ``make browser``) driven headless by Playwright for Python through its bundled
 driver (never ``playwright install``).
 
-- ``browser``: one Chromium for the session (Playwright gives it a fresh temporary profile).
+- ``browser`` (tests/conftest.py, shared with tests/docs): one Chromium for the session.
 - ``open_url(url)`` / ``open_payload(payload)``: a new 1280 × 800 page at ``url``, or at a
   page rendered from ``payload`` by :func:`render_page` into ``tmp_path`` and opened from its
   file URL; either returns an :class:`OpenedPage` that collects console and page errors.
@@ -15,7 +15,6 @@ skipped) and skip elsewhere, saying how to install it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,43 +26,11 @@ import pytest
 from selfattn.cli.main import main
 from selfattn.explore.page import render_page
 
-from ..helpers_scripts import load_script
 from ..train.test_distributed import write_run
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
-CHROMIUM = Path("/usr/bin/chromium")
-# The screenshots of the docs are taken by the same browser, started the same way.
-LAUNCH_ARGS: list[str] = load_script("docs/explorer_screenshots.py").LAUNCH_ARGS
 VIEWPORT = {"width": 1280, "height": 800}
-
-
-def _why_no_browser() -> str | None:
-    if not CHROMIUM.exists():
-        return f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed: pip install -e '.[dev]'"
-    return None
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """Headless Debian Chromium driven by Playwright, one for the whole session."""
-    reason = _why_no_browser()
-    if reason is not None:
-        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-            pytest.fail(f"browser tests cannot run in CI: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS
-        )
-        yield chromium
-        chromium.close()
 
 
 @dataclass

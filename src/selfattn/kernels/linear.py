@@ -339,7 +339,9 @@ class LinearKernel(FeatureMapKernel):
         """The RNN form: attend from token t to tokens ≤ t in O(D·Dv), whatever t is.
 
         Args:
-            q_t, k_t: ``(B, H, D)``; v_t: ``(B, H, Dv)``.
+            q_t: the query of token t, ``(B, H, D)``.
+            k_t: its key, ``(B, H, D)``.
+            v_t: its value, ``(B, H, Dv)``.
             state: from :meth:`initial_state` or the previous step.
             key_padding_mask: ``(B,)``, True where token t is padding.
 

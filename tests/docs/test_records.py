@@ -1,0 +1,191 @@
+"""A documented number that cites a record (``0.955 <!-- record: toy self-attention -->``)
+must be that record's value as written, and a record of parameter counts must still be what
+its configs build (tests/docs/records.py describes the format)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .records import (
+    RECORDS,
+    ROOT,
+    BlockCitation,
+    Citation,
+    RecordError,
+    block_citations,
+    citations,
+    count_numbers,
+    documents,
+    load_records,
+    main,
+    parameter_count,
+    read_record,
+)
+
+RECORDED = load_records()
+CITED = [c for path in documents() for c in citations(path)]
+QUOTED = [b for path in documents() for b in block_citations(path)]
+COUNTED = [(r.id, key) for r in RECORDED.values() for key in r.models]
+
+
+def test_the_documents_cite_records() -> None:
+    assert len(RECORDED) >= 8 and len(CITED) >= 40
+    cited_files = {Path(c.where.split(":")[0]).name for c in CITED}
+    assert {"README.md", "results.md"} <= cited_files
+
+
+def test_every_citation_is_its_record_value() -> None:
+    wrong = []
+    for c in CITED:
+        record = RECORDED.get(c.record)
+        if record is None:
+            wrong.append(f"{c.where}: no record {c.record!r} in docs/records/")
+        elif c.key not in record.values:
+            wrong.append(f"{c.where}: record {c.record!r} has no value {c.key!r}")
+        elif not c.matches(record.values[c.key]):
+            wrong.append(
+                f"{c.where}: {c.number}{c.unit} but {c.record}.{c.key} is {record.values[c.key]}"
+            )
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_quoted_output_holds_its_record_values() -> None:
+    inline = {(c.record, c.key) for c in CITED}
+    wrong = []
+    for block in QUOTED:
+        record = RECORDED.get(block.record)
+        if record is None:
+            wrong.append(f"{block.where}: no record {block.record!r} in docs/records/")
+            continue
+        values = {k: v for k, v in record.values.items() if (record.id, k) not in inline}
+        for key in block.missing(values):
+            wrong.append(f"{block.where}: the block lacks {block.record}.{key} = {values[key]}")
+    assert QUOTED and not wrong, "\n".join(wrong)
+
+
+def test_every_record_is_cited() -> None:
+    cited = {(c.record, c.key) for c in CITED}
+    cited |= {(b.record, key) for b in QUOTED for key in RECORDED[b.record].values}
+    unused = [
+        f"{r.id}.{key}" for r in RECORDED.values() for key in r.values if (r.id, key) not in cited
+    ]
+    assert not unused, f"values no document cites: {unused}"
+
+
+@pytest.mark.parametrize(("record", "key"), COUNTED, ids=[f"{r}.{k}" for r, k in COUNTED])
+def test_recorded_parameter_counts_are_what_the_configs_build(record: str, key: str) -> None:
+    entry = RECORDED[record]
+    assert parameter_count(entry.models[key]) == entry.values[key], (
+        f"{entry.path.relative_to(ROOT)}: {entry.models[key]['config']} no longer builds "
+        f"{entry.values[key]:.0f} parameters: measure it again with its command"
+    )
+
+
+@pytest.mark.parametrize(
+    ("number", "unit", "value", "expected"),
+    [
+        ("9.45", " M", 9_454_977, True),
+        ("9.46", " M", 9_454_977, False),
+        ("12.21", " M", 9_454_977, False),
+        ("191", "k", 191_424, True),
+        ("65,761", "", 65_761, True),
+        ("65,760", "", 65_761, False),
+        ("0.9337", "", 0.9337, True),
+        ("0.934", "", 0.9337, True),
+        ("0.933", "", 0.9337, False),
+        ("1.000", "", 1.0, True),
+        ("65.2", " s", 65.2, True),
+    ],
+)
+def test_a_number_matches_its_value_rounded_to_the_digits_written(
+    number: str, unit: str, value: float, expected: bool
+) -> None:
+    citation = Citation("README.md:1", number, unit, "r", "k")
+    assert citation.matches(value) is expected
+
+
+def test_markers_are_read_from_prose_not_code(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "a 9.45 M <!-- record: params transformer --> model and 31.5 s <!-- record: toy "
+        "seconds -->\n```text\n0.1 <!-- record: toy fc -->\n```\n"
+        "`0.2 <!-- record: toy fc -->`\n",
+        encoding="utf-8",
+    )
+    found = [(c.where, c.number, c.unit.strip(), c.record, c.key) for c in citations(page)]
+    where = f"{page}:1"
+    assert found == [
+        (where, "9.45", "M", "params", "transformer"),
+        (where, "31.5", "s", "toy", "seconds"),
+    ]
+
+
+def test_a_quoted_block_cites_by_the_line_before_its_fence(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "text\n<!-- record: tour -->\n```text\nepoch 3 accuracy 0.7023 (7.1 s, 30,990 tokens/s)\n"
+        "```\n\n<!-- record: other -->\n\n```text\n0.5\n```\n",
+        encoding="utf-8",
+    )
+    (block,) = block_citations(page)  # a blank line between comment and fence cites nothing
+    assert (block.where, block.record) == (f"{page}:2", "tour")
+    assert block.numbers == ["3", "0.7023", "7.1", "30,990"]
+    assert block.missing({"dev": 0.70234, "tokens": 30990, "loss": 0.5584}) == ["loss"]
+    assert BlockCitation("x:1", "r", ["0.7023"]).missing({"dev": 0.7024}) == ["dev"]
+
+
+GOOD = {
+    "id": "r",
+    "command": "selfattn toy --threads 1",
+    "commit": "8818096",
+    "date": "2026-11-27",
+    "machine": "2 cores",
+    "values": {"a": 1.5},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"id": "other"}, "field 'id' is 'other', the file says 'r'"),
+        ({"command": ""}, "field 'command' must be a non-empty str"),
+        ({"date": "27.11.2026"}, "field 'date' is '27.11.2026', not YYYY-MM-DD"),
+        ({"commit": "HEAD"}, "field 'commit' is 'HEAD', not a commit hash"),
+        ({"values": {"a": "0.9"}}, "values.a is '0.9', not a number"),
+        ({"models": {"b": {"config": "configs/x.toml"}}}, "models.b counts a value the record"),
+        ({"models": {"a": {"spec": {}}}}, "models.a needs a 'config' path"),
+    ],
+)
+def test_a_malformed_record_is_refused_naming_file_and_field(
+    tmp_path: Path, change: dict[str, object], message: str
+) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({**GOOD, **change}), encoding="utf-8")
+    with pytest.raises(RecordError, match=r"r\.json: ") as caught:
+        read_record(path)
+    assert message in str(caught.value)
+
+
+def test_a_record_that_is_not_json_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{\n  "id": "r",\n  oops\n}\n', encoding="utf-8")
+    with pytest.raises(RecordError, match=r"r.json:3: not JSON"):
+        read_record(path)
+
+
+def test_the_records_folder_holds_only_records() -> None:
+    assert all(path.suffix == ".json" for path in RECORDS.iterdir())
+
+
+def test_the_count_says_how_many_numbers_are_backed(capsys: pytest.CaptureFixture[str]) -> None:
+    cited, total, quoted = count_numbers(documents())
+    assert 0 < cited <= total and quoted > 0
+    assert main(["count"]) == 0
+    said = capsys.readouterr().out
+    assert said == (
+        f"{cited} of {total} documented numbers are backed by a record, "
+        f"and {quoted} numbers of quoted output\n"
+    )
