@@ -8,9 +8,11 @@ every example to ``data.max_len`` and builds the vocabularies from the training 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from torch import Tensor, nn
 
 from selfattn.config import Config
 from selfattn.data import RECIPES, batches, load_dataset
@@ -20,6 +22,7 @@ from selfattn.train.checkpoint import MANIFEST, load_checkpoint
 from selfattn.train.distributed import share
 from selfattn.train.loop import TrainResult, train
 from selfattn.train.run_dir import checkpoint_in
+from selfattn.train.tensorboard import AttentionProbe
 
 
 def declared_task(config: Config) -> str | None:
@@ -102,6 +105,27 @@ def epoch_batches(config: Config, prepared: Prepared) -> Callable[[int], list[An
     return train_batches
 
 
+def attention_probe(prepared: Prepared) -> AttentionProbe | None:
+    """The attention maps of the first dev example under the model being trained, for the
+    run's TensorBoard images; ``None`` without a dev set."""
+    if not prepared.splits.dev:
+        return None
+    task, example = prepared.task, prepared.splits.dev[0]
+
+    def probe(model: nn.Module) -> Sequence[tuple[str, Sequence[Tensor], Sequence[str]]]:
+        weight = next(model.parameters(), None)
+        collate = task.collate
+        if weight is not None and weight.device.type != "cpu":  # the batch goes to the model
+            task.collate = lambda examples: collate(examples).to(weight.device)  # type: ignore[method-assign]
+        try:
+            figures = task.attention(model, example)
+        finally:
+            vars(task).pop("collate", None)
+        return [(figure.title, figure.maps, figure.queries) for figure in figures]
+
+    return probe
+
+
 def run(
     config: Config,
     *,
@@ -130,5 +154,6 @@ def run(
         resume=resume,
         overwrite=overwrite,
         progress=progress,
+        attention=attention_probe(prepared) if config.train.tensorboard_images else None,
     )
     return result, prepared
