@@ -13,9 +13,7 @@ from selfattn.train.tensorboard import Board, attention_image, scalar_tag
 
 from ..tiny_runs import train_config, write_reviews, write_tiny_config
 
-event_accumulator = pytest.importorskip(
-    "tensorboard.backend.event_processing.event_accumulator"
-)
+event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
 
 def events(run: Path) -> event_accumulator.EventAccumulator:
@@ -93,7 +91,7 @@ def test_a_wrong_switch_is_refused_at_config_load(tmp_path: Path) -> None:
     from selfattn.config import load_config
 
     config = write_tiny_config(tmp_path, write_reviews(tmp_path / "reviews.csv"))
-    with pytest.raises(ValueError, match="train.tensorboard: expected bool, got 'yes'"):
+    with pytest.raises(ValueError, match=r"train\.tensorboard: expected bool, got 'yes'"):
         load_config(config, ["train.tensorboard=yes"])
 
 

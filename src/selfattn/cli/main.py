@@ -20,6 +20,7 @@ from selfattn.cli import (
     export_cmd,
     model_cmds,
     runs_cmd,
+    sweep_cmd,
     toy,
 )
 
@@ -107,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
             "the runs under a folder in one table (--plot: learning curves)",
             runs_cmd.add_arguments,
             runs_cmd.run,
+        ),
+        (
+            "sweep",
+            "train every combination of config values × seeds, then mean ± std over seeds",
+            sweep_cmd.add_arguments,
+            sweep_cmd.run,
         ),
     )
     for name, help_text, add_arguments, run in subcommands:

@@ -54,6 +54,22 @@ def inherited_state(config: Config, *, resume: bool = False) -> dict[str, Any]:
     return stored.vocabs
 
 
+def check_before_loading(config: Config) -> str | None:
+    """Refuse what cannot train before reading any data (an architecture or setting the
+    declared task type does not take); returns that task type (``None``: only the user's
+    files can tell).
+
+    Raises:
+        ValueError: one line naming the field.
+    """
+    name = declared_task(config)
+    if name is not None:
+        recipe = RECIPES.get(config.data.dataset)
+        TASKS[name].check_architecture(config)
+        TASKS[name].check_config(config, text=None if recipe is None else recipe.input == "text")
+    return name
+
+
 def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepared:
     """Load ``config.data.dataset`` for its task type, fit it to ``data.max_len`` and
     build vocabularies from its training split (reusing those of ``inherited``, a stored
@@ -63,11 +79,7 @@ def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepa
         DataError: malformed data, an example longer than ``data.max_len`` (with
             ``data.overlong = "refuse"``), a dev or test label the training file lacks.
     """
-    name = declared_task(config)
-    if name is not None:  # refuse what cannot train before reading any data
-        recipe = RECIPES.get(config.data.dataset)
-        TASKS[name].check_architecture(config)
-        TASKS[name].check_config(config, text=None if recipe is None else recipe.input == "text")
+    name = check_before_loading(config)
     if name is None:  # a user's files: their columns say which task they hold
         data = config.data
         splits = load_dataset(

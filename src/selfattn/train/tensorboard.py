@@ -26,7 +26,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
@@ -68,9 +67,7 @@ def scalars(line: dict[str, Any]) -> dict[str, float]:
     return {
         scalar_tag(key): float(value)
         for key, value in line.items()
-        if key not in NOT_SCALARS
-        and isinstance(value, int | float)
-        and not isinstance(value, bool)
+        if key not in NOT_SCALARS and isinstance(value, int | float) and not isinstance(value, bool)
     }
 
 
@@ -79,7 +76,7 @@ def attention_image(maps: Tensor) -> np.ndarray:
     heads side by side with a white gap, each cell a square of pixels, darker = more
     weight (each head scaled to its own largest weight)."""
     weights = maps.detach().float().cpu().numpy()
-    heads, rows, cols = weights.shape
+    _, rows, cols = weights.shape
     scale = max(1, min(MAX_CELL_PIXELS, IMAGE_PIXELS // max(rows, cols, 1)))
     panels = []
     for head in weights:
@@ -128,7 +125,8 @@ class Board:
         """Where the events go and how to see them; the install hint without the package;
         ``None`` when off."""
         if self.enabled:
-            return f"tensorboard events in {self.run_dir} (view: tensorboard --logdir {self.run_dir})"
+            where = self.run_dir
+            return f"tensorboard events in {where} (view: tensorboard --logdir {where})"
         if self.hint:
             return "no tensorboard events: pip install tensorboard (or train.tensorboard = false)"
         return None
