@@ -39,7 +39,7 @@ def test_the_table_shows_what_differs_and_each_runs_results(
     runs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["runs", str(runs)]) == 0
-    header, rule, a, b = capsys.readouterr().out.strip().splitlines()
+    header, _, a, b = capsys.readouterr().out.strip().splitlines()
     assert header.split() == [
         "run", "task", "architecture", "model.score", "train.lr", "best", "dev", "test",
         "epochs", "time",

@@ -59,7 +59,7 @@ def test_every_combination_is_a_run_and_the_table_averages_them(
     assert records[NAMES[1]].config["model.normalizer"] == "relu"
     assert records[NAMES[2]].config["model.score"] == "additive"
     assert records[NAMES[0]].config["train.threads"] == 1
-    header, rule, *rows = table.strip().splitlines()
+    header, _, *rows = table.strip().splitlines()
     assert header.split()[:3] == ["score", "normalizer", "seeds"]
     assert "dev accuracy" in header and "test accuracy" in header
     assert len(rows) == 4
@@ -119,9 +119,9 @@ def test_an_interrupted_run_is_resumed(
     ("arguments", "expected"),
     [
         (["--grid", "model.kernel_size=3,5"], "unknown key(s) model.kernel_size"),
-        (["--grid", "model.score=dot,3"], "--grid (model.score=3, seed 0): model.score: expected str"),
+        (["--grid", "model.score=dot,3"], "(model.score=3, seed 0): model.score: expected str"),
         (["--grid", "model.num_heads=2,x"], "model.num_heads: expected int, got 'x'"),
-        (["--grid", "model.window_k=5"], "--grid model.window_k: architecture 'transformer' does not read it"),
+        (["--grid", "model.window_k=5"], "model.window_k: architecture 'transformer' does not"),
         (["--grid", "model.score"], "is not of the form section.field=value1,value2"),
         (["--grid", "model.score=dot,dot"], "dot given twice"),
         (["--grid", "train.seed=1,2"], "give the seeds with --seeds"),
