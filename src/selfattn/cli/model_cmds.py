@@ -64,17 +64,22 @@ TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.
 """
 
 
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``selfattn train``."""
-    parser.add_argument("config", type=Path, help="a TOML file, e.g. configs/pos_wsj.toml")
+def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--set SECTION.FIELD=VALUE`` (repeatable) into ``args.overrides``."""
     parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="SECTION.FIELD=VALUE",
-        help="override a config field (repeatable), e.g. --set train.epochs=5",
+        help=help_text,
     )
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``selfattn train``."""
+    parser.add_argument("config", type=Path, help="a TOML file, e.g. configs/pos_wsj.toml")
+    add_set_argument(parser, "override a config field (repeatable), e.g. --set train.epochs=5")
     parser.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last")
     parser.add_argument(
         "--overwrite", action="store_true", help="start afresh even if RUN_DIR has a run"

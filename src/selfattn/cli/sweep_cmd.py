@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from selfattn.cli.model_cmds import add_set_argument
 from selfattn.runs.sweep import Runner, parse_seeds, plan, summarise
 
 
@@ -35,14 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="runs trained at once, each a process of one thread (default 1)",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override a config field in every run (repeatable)",
-    )
+    add_set_argument(parser, "override a config field in every run (repeatable)")
     parser.add_argument(
         "-o",
         "--output",
