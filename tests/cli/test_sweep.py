@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from selfattn.runs.table import TEST_FILE, read_run
 from ..helpers_cli import one_line_error
 from ..tiny_runs import write_reviews, write_tiny_config
 
+JOBS = str(min(2, os.cpu_count() or 1))  # --jobs is refused above the core count
 GRID = ["--grid", "model.score=dot,additive", "--grid", "model.normalizer=softmax,relu"]
 NAMES = [
     f"score={score}_normalizer={normalizer}_seed=0"
@@ -42,7 +44,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str, in
     out = folder / "out"
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
-        code = main(["sweep", str(config), *GRID, "--seeds", "0", "--jobs", "2", "-o", str(out)])
+        code = main(["sweep", str(config), *GRID, "--seeds", "0", "--jobs", JOBS, "-o", str(out)])
     return config, out, stdout.getvalue(), code
 
 
@@ -81,7 +83,7 @@ def test_running_it_again_skips_the_finished_runs(
 ) -> None:
     config, out, table, _ = swept
     before = {name: (out / name / "metrics.jsonl").read_text() for name in NAMES}
-    assert main(["sweep", str(config), *GRID, "--seeds", "0", "--jobs", "2", "-o", str(out)]) == 0
+    assert main(["sweep", str(config), *GRID, "--seeds", "0", "--jobs", JOBS, "-o", str(out)]) == 0
     captured = capsys.readouterr()
     assert captured.err.count(": skipped") == 4
     assert captured.out == table

@@ -102,3 +102,18 @@ def test_attention_image_puts_heads_side_by_side() -> None:
     cell = 16  # 128 pixels over 2 cells, capped at MAX_CELL_PIXELS
     assert image.shape == (2 * cell, 2 * 2 * cell + 2)
     assert image[0, 0] == 0 and image[0, cell] == 255  # the largest weight is black
+
+
+def test_a_model_whose_attention_cannot_be_drawn_keeps_its_scalars(tmp_path: Path) -> None:
+    def probe(model: torch.nn.Module) -> list[tuple[str, list[torch.Tensor], list[str]]]:
+        raise ValueError("architecture 'bigru' has no attention to show")
+
+    said: list[str] = []
+    with Board(tmp_path, enabled=True, probe=probe, say=said.append) as board:
+        board.epoch({"epoch": 1, "train_loss": 0.5}, torch.nn.Linear(1, 1))
+        board.epoch({"epoch": 2, "train_loss": 0.25}, torch.nn.Linear(1, 1))
+    assert said == [
+        "no attention images in tensorboard: architecture 'bigru' has no attention to show"
+    ]
+    losses = events(tmp_path).Scalars("train/loss")
+    assert [(event.step, event.value) for event in losses] == [(1, 0.5), (2, 0.25)]

@@ -159,8 +159,13 @@ class Board:
         model.eval()
         try:
             figures = self.probe(model)
-        except (ValueError, RuntimeError) as error:  # no attention to show, or cannot
-            self.say(f"no attention images in tensorboard: {str(error).splitlines()[0]}")
+        except Exception as error:  # a picture never stops the training
+            # ValueError: the model has no attention weights to show; anything else is a
+            # model this drawing does not know, named by its type.
+            what = str(error).splitlines()[0] if str(error) else ""
+            if not isinstance(error, ValueError):
+                what = f"{type(error).__name__}: {what}"
+            self.say(f"no attention images in tensorboard: {what}")
             self.probe = None
             return
         finally:
