@@ -59,6 +59,7 @@ TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.
   train.init_from=runs/NAME  start from a run's weights (fine-tuning)   train.max_steps=N
   train.max_minutes=M        stop within M minutes of training (last saved; --resume goes on)
   train.nan_policy=stop|skip a loss that is nan/inf: stop (last kept) or skip that step
+  train.tensorboard=false    no TensorBoard events in RUN_DIR (written if tensorboard is installed)
   train.objective=mle|mrt|reinforce  seq2seq: sequence-level training on sampled outputs
                              (train.sequence_samples=K, train.mrt_alpha=A, train.mle_weight=W)
 """
