@@ -99,7 +99,7 @@ def test_attention_image_puts_heads_side_by_side() -> None:
     maps = torch.tensor([[[1.0, 0.0], [0.5, 0.5]], [[0.0, 1.0], [0.0, 1.0]]])
     image = attention_image(maps)
     assert image.dtype.name == "uint8"
-    cell = 16  # 128 pixels over 2 cells, capped at MAX_CELL_PIXELS
+    cell = 16  # IMAGE_PIXELS over 2 cells, capped at MAX_CELL_PIXELS
     assert image.shape == (2 * cell, 2 * 2 * cell + 2)
     assert image[0, 0] == 0 and image[0, cell] == 255  # the largest weight is black
 

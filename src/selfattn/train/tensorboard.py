@@ -39,7 +39,7 @@ AttentionProbe = Callable[[nn.Module], Sequence[tuple[str, Sequence[Tensor], Seq
 NOT_SCALARS = ("epoch",)
 #: A head's map is drawn about this many pixels wide (each cell a square of at most
 #: :data:`MAX_CELL_PIXELS`, at least one pixel).
-IMAGE_PIXELS = 128
+IMAGE_PIXELS = 256
 MAX_CELL_PIXELS = 16
 EVENTS_GLOB = "events.out.tfevents.*"
 
