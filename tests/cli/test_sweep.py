@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from selfattn.cli.main import main
+from selfattn.runs.sweep import plan
 from selfattn.runs.table import TEST_FILE, read_run
 
 from ..helpers_cli import one_line_error
@@ -151,3 +152,14 @@ def test_a_folder_of_another_configs_runs_is_refused(
     error = one_line_error(capsys, argv)
     assert f"{out} holds the runs of another config" in error
     assert "train.lr = 0.0010, this sweep has 0.0100" in error
+
+
+def test_a_folder_may_hold_a_sweep_of_other_fields_of_the_same_config(
+    swept: tuple[Path, Path, str, int],
+) -> None:
+    config, out, _, _ = swept
+    sweep = plan(config, ["model.include_self=true,false"], [0], [], out, 1)
+    assert [member.name for member in sweep.members] == [
+        "include_self=true_seed=0",
+        "include_self=false_seed=0",
+    ]
