@@ -7,6 +7,10 @@ import contextlib
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +167,37 @@ def test_a_folder_may_hold_a_sweep_of_other_fields_of_the_same_config(
         "include_self=true_seed=0",
         "include_self=false_seed=0",
     ]
+
+
+def test_ctrl_c_leaves_the_runs_resumable(tmp_path: Path) -> None:
+    config = tiny_config(tmp_path)
+    out = tmp_path / "out"
+    name = "score=dot_seed=0"
+    command = [
+        sys.executable, "-m", "selfattn", "sweep", str(config), "--grid", "model.score=dot",
+        "--seeds", "0", "--set", "train.epochs=100000", "-o", str(out),
+    ]  # fmt: skip
+    sweep = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # Ctrl-C's default action, even where this test runs with SIGINT ignored (a
+        # background job): Python then turns it into KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    log = out / "logs" / f"{name}.log"
+    deadline = time.monotonic() + 240
+    while not (log.is_file() and "epoch 2/" in log.read_text()):  # a checkpoint is saved
+        assert sweep.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    sweep.send_signal(signal.SIGINT)
+    _, err = sweep.communicate(timeout=240)
+    assert sweep.returncode == 130
+    assert err.splitlines()[-1] == (
+        "selfattn sweep: interrupted; every run was left resumable: run the same command "
+        "again to go on"
+    )
+    record = read_run(out / name)
+    assert record.problem is None and not record.finished and record.state["epoch"] >= 2
+    assert f"checkpoint saved in {out / name / 'last'}" in log.read_text()

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from selfattn.cli.model_cmds import add_set_argument
+from selfattn.messages import plural
 from selfattn.runs.sweep import Runner, parse_seeds, plan, summarise
 
 
@@ -54,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
     sweep = plan(args.config, args.grid, seeds, args.overrides, args.output, args.jobs)
     combinations = len({member.combination for member in sweep.members})
     print(
-        f"sweep {sweep.out}: {combinations} combinations × {len(sweep.seeds)} seeds = "
-        f"{len(sweep.members)} runs, {args.jobs} at a time (logs in {sweep.out / 'logs'})",
+        f"sweep {sweep.out}: {plural(combinations, 'combination')} × "
+        f"{plural(len(sweep.seeds), 'seed')} = {plural(len(sweep.members), 'run')}, "
+        f"{args.jobs} at a time (logs in {sweep.out / 'logs'})",
         file=sys.stderr,
     )
     try:
