@@ -30,7 +30,9 @@ COMMANDS = {
     "export": (["export", "runs/x", "--format", "onnx", "-o", "m.onnx"], export_cmd, "run"),
     "explore": (["explore", "runs/x", "I saw a saw"], explore_cmd, "run"),
 }
-NOT_COMPUTING = {"config", "data", "average"}
+# sweep's runs are processes of one thread each (--jobs says how many), and it scores
+# their test splits on one thread: it takes no --threads.
+NOT_COMPUTING = {"config", "data", "average", "runs", "sweep"}
 
 
 @pytest.fixture

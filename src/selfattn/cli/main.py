@@ -19,6 +19,8 @@ from selfattn.cli import (
     explore_cmd,
     export_cmd,
     model_cmds,
+    runs_cmd,
+    sweep_cmd,
     toy,
 )
 
@@ -100,6 +102,18 @@ def build_parser() -> argparse.ArgumentParser:
             "average the weights of a run's last epoch checkpoints into one checkpoint",
             average_cmd.add_arguments,
             average_cmd.run,
+        ),
+        (
+            "runs",
+            "the runs under a folder in one table (--plot: learning curves)",
+            runs_cmd.add_arguments,
+            runs_cmd.run,
+        ),
+        (
+            "sweep",
+            "train every combination of config values × seeds, then mean ± std over seeds",
+            sweep_cmd.add_arguments,
+            sweep_cmd.run,
         ),
     )
     for name, help_text, add_arguments, run in subcommands:

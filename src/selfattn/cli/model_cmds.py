@@ -61,22 +61,28 @@ TRAIN_FIELDS = """fields often set with --set (all: the dataclasses of selfattn.
   train.init_from=runs/NAME  start from a run's weights (fine-tuning)   train.max_steps=N
   train.max_minutes=M        stop within M minutes of training (last saved; --resume goes on)
   train.nan_policy=stop|skip a loss that is nan/inf: stop (last kept) or skip that step
+  train.tensorboard=false    no TensorBoard events in RUN_DIR (written if tensorboard is installed)
   train.objective=mle|mrt|reinforce  seq2seq: sequence-level training on sampled outputs
                              (train.sequence_samples=K, train.mrt_alpha=A, train.mle_weight=W)
 """
 
 
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``selfattn train``."""
-    parser.add_argument("config", type=Path, help="a TOML file, e.g. configs/pos_wsj.toml")
+def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--set SECTION.FIELD=VALUE`` (repeatable) into ``args.overrides``."""
     parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="SECTION.FIELD=VALUE",
-        help="override a config field (repeatable), e.g. --set train.epochs=5",
+        help=help_text,
     )
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``selfattn train``."""
+    parser.add_argument("config", type=Path, help="a TOML file, e.g. configs/pos_wsj.toml")
+    add_set_argument(parser, "override a config field (repeatable), e.g. --set train.epochs=5")
     parser.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last")
     parser.add_argument(
         "--overwrite", action="store_true", help="start afresh even if RUN_DIR has a run"

@@ -180,6 +180,12 @@ class TrainConfig:
             reads each step's loss before its update, which on a GPU waits for the step.
             Either way a dev loss or weights that are not finite stop the run and are
             never saved.
+        tensorboard: also write TensorBoard event files into ``run_dir`` (each epoch's
+            metrics line as scalars, attention images; :mod:`selfattn.train.tensorboard`)
+            when the ``tensorboard`` package is installed; ``metrics.jsonl`` is written
+            either way.
+        tensorboard_images: draw the attention maps of one fixed dev example into the
+            TensorBoard events every this many epochs; ``0``: never.
     """
 
     epochs: int = 10
@@ -213,6 +219,8 @@ class TrainConfig:
     mrt_reference: bool = False
     mle_weight: float = 0.0
     nan_policy: NanPolicy = "stop"
+    tensorboard: bool = True
+    tensorboard_images: int = 1
 
     def __post_init__(self) -> None:
         check_sequence_fields(self)
@@ -228,6 +236,7 @@ class TrainConfig:
         for name in ("max_steps", "checkpoint_every", "threads", "patience"):
             check_range(f"train.{name}", getattr(self, name), at_least=1, none=True)
         check_range("train.keep_epochs", self.keep_epochs, at_least=0)
+        check_range("train.tensorboard_images", self.tensorboard_images, at_least=0)
 
 
 @dataclass(frozen=True)

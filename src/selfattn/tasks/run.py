@@ -8,9 +8,11 @@ every example to ``data.max_len`` and builds the vocabularies from the training 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from torch import Tensor, nn
 
 from selfattn.config import Config
 from selfattn.data import RECIPES, batches, load_dataset
@@ -20,6 +22,7 @@ from selfattn.train.checkpoint import MANIFEST, load_checkpoint
 from selfattn.train.distributed import share
 from selfattn.train.loop import TrainResult, train
 from selfattn.train.run_dir import checkpoint_in
+from selfattn.train.tensorboard import AttentionProbe
 
 
 def declared_task(config: Config) -> str | None:
@@ -51,6 +54,22 @@ def inherited_state(config: Config, *, resume: bool = False) -> dict[str, Any]:
     return stored.vocabs
 
 
+def check_before_loading(config: Config) -> str | None:
+    """Refuse what cannot train before reading any data (an architecture or setting the
+    declared task type does not take); returns that task type (``None``: only the user's
+    files can tell).
+
+    Raises:
+        ValueError: one line naming the field.
+    """
+    name = declared_task(config)
+    if name is not None:
+        recipe = RECIPES.get(config.data.dataset)
+        TASKS[name].check_architecture(config)
+        TASKS[name].check_config(config, text=None if recipe is None else recipe.input == "text")
+    return name
+
+
 def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepared:
     """Load ``config.data.dataset`` for its task type, fit it to ``data.max_len`` and
     build vocabularies from its training split (reusing those of ``inherited``, a stored
@@ -60,11 +79,7 @@ def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepa
         DataError: malformed data, an example longer than ``data.max_len`` (with
             ``data.overlong = "refuse"``), a dev or test label the training file lacks.
     """
-    name = declared_task(config)
-    if name is not None:  # refuse what cannot train before reading any data
-        recipe = RECIPES.get(config.data.dataset)
-        TASKS[name].check_architecture(config)
-        TASKS[name].check_config(config, text=None if recipe is None else recipe.input == "text")
+    name = check_before_loading(config)
     if name is None:  # a user's files: their columns say which task they hold
         data = config.data
         splits = load_dataset(
@@ -102,6 +117,27 @@ def epoch_batches(config: Config, prepared: Prepared) -> Callable[[int], list[An
     return train_batches
 
 
+def attention_probe(prepared: Prepared) -> AttentionProbe | None:
+    """The attention maps of the first dev example under the model being trained, for the
+    run's TensorBoard images; ``None`` without a dev set."""
+    if not prepared.splits.dev:
+        return None
+    task, example = prepared.task, prepared.splits.dev[0]
+
+    def probe(model: nn.Module) -> Sequence[tuple[str, Sequence[Tensor], Sequence[str]]]:
+        weight = next(model.parameters(), None)
+        collate = task.collate
+        if weight is not None and weight.device.type != "cpu":  # the batch goes to the model
+            task.collate = lambda examples: collate(examples).to(weight.device)  # type: ignore[method-assign]
+        try:
+            figures = task.attention(model, example)
+        finally:
+            vars(task).pop("collate", None)
+        return [(figure.title, figure.maps, figure.queries) for figure in figures]
+
+    return probe
+
+
 def run(
     config: Config,
     *,
@@ -130,5 +166,6 @@ def run(
         resume=resume,
         overwrite=overwrite,
         progress=progress,
+        attention=attention_probe(prepared) if config.train.tensorboard_images else None,
     )
     return result, prepared

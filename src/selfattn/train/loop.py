@@ -77,6 +77,7 @@ from selfattn.train.stop_rules import (
     steps_done,
 )
 from selfattn.train.stop_rules import TrainingInterrupted as TrainingInterrupted  # re-exported
+from selfattn.train.tensorboard import AttentionProbe, Board, open_board
 
 DevBatches = Callable[[], Iterable[Any]]
 
@@ -120,6 +121,7 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool | ProgressMode = True,
+    attention: AttentionProbe | None = None,
 ) -> TrainResult:
     """Train the model ``objective`` builds for ``spec``; see :class:`Trainer`."""
     trainer = Trainer(
@@ -130,6 +132,7 @@ def train(
         objective=objective,
         vocabs=vocabs,
         progress=progress,
+        attention=attention,
     )
     return trainer.run(resume=resume, overwrite=overwrite)
 
@@ -155,6 +158,8 @@ class Trainer:
             ``True`` or ``"auto"``: a tqdm bar on a terminal, plain lines elsewhere;
             ``False`` or ``"lines"``: plain lines (one per epoch, one per 30 s within
             one); ``"bar"``; ``"off"``: nothing.
+        attention: the attention maps of a fixed dev example, drawn into the run's
+            TensorBoard events (:mod:`selfattn.train.tensorboard`); ``None``: no images.
     """
 
     def __init__(
@@ -167,6 +172,7 @@ class Trainer:
         objective: Objective,
         vocabs: dict[str, Any] | None = None,
         progress: bool | ProgressMode = True,
+        attention: AttentionProbe | None = None,
     ) -> None:
         self.config = config
         self.spec = spec
@@ -184,6 +190,8 @@ class Trainer:
         self._saves = Saves(self.run_dir, config, self.vocabs, self.dist, time.monotonic)
         self._budget = TimeBudget(config.train.max_minutes, 0.0)
         self._out_of_time = False
+        self.attention = attention
+        self._board = Board(self.run_dir, enabled=False)
 
     # ------------------------------------------------------------------ the run
 
@@ -243,10 +251,14 @@ class Trainer:
             train = self.config.train
             for line in opening_lines(self.run_dir, train, started, where, self.dist.size):
                 self._console.say(line)
+            self._board = open_board(
+                self.config, started, self.dist, self.attention, self._console.say
+            )
             self._saves.saved_at = time.monotonic()
             self._budget = TimeBudget(train.max_minutes, self._saves.saved_at)
             try:
-                self._epochs(started)
+                with self._board:
+                    self._epochs(started)
             except OutOfTime:
                 self._out_of_time = True
             except TrainingInterrupted:
@@ -290,6 +302,7 @@ class Trainer:
             # resumed run drops the lines of epochs later than its checkpoint.
             if self.dist.is_main():
                 append_metrics(self.run_dir, line)
+                self._board.epoch(line, parts.model)
             self._saves.epoch_end(parts, state)
             self._console.epoch_end(line, epochs)
             ran.append(time.monotonic() - epoch_started)

@@ -34,6 +34,8 @@ HARMLESS_CHANGES = (
     "train.distributed",
     "train.distributed_timeout",
     "train.nan_policy",  # changes nothing until a loss is not finite
+    "train.tensorboard",  # what is logged beside metrics.jsonl
+    "train.tensorboard_images",
 )
 _EPOCH_FOLDER = re.compile(r"^epoch-(\d+)$")
 

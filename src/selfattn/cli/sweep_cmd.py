@@ -1,0 +1,83 @@
+"""``selfattn sweep CONFIG --grid section.field=v1,v2 --seeds 0,1,2 [--jobs N]``: every
+combination × seed trained as its own run, N at a time, resumable, then a table of mean ±
+standard deviation over seeds and a plot (:mod:`selfattn.runs.sweep`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from selfattn.cli.model_cmds import add_set_argument
+from selfattn.messages import plural
+from selfattn.runs.sweep import Runner, parse_seeds, plan, summarise
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``selfattn sweep``."""
+    parser.add_argument("config", type=Path, help="a TOML file, e.g. configs/sentiment_rt.toml")
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=V1,V2,…",
+        help="a field and the values to try (repeatable: every combination is run), "
+        "e.g. --grid model.score=dot,scaled_dot,additive",
+    )
+    parser.add_argument(
+        "--seeds",
+        metavar="S1,S2,…",
+        help="train.seed of each run of a combination (default: the config's seed)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="runs trained at once, each a process of one thread (default 1)",
+    )
+    add_set_argument(parser, "override a config field in every run (repeatable)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="DIR",
+        help="the sweep's folder: a run folder per combination and seed, logs/, "
+        "sweep.json, summary.json, sweep.png (default: the config's run_dir + -sweep)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan (every refusal happens here, before any run starts), run, summarise; exit
+    status 1 when a run failed."""
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    sweep = plan(args.config, args.grid, seeds, args.overrides, args.output, args.jobs)
+    combinations = len({member.combination for member in sweep.members})
+    print(
+        f"sweep {sweep.out}: {plural(combinations, 'combination')} × "
+        f"{plural(len(sweep.seeds), 'seed')} = {plural(len(sweep.members), 'run')}, "
+        f"{args.jobs} at a time (logs in {sweep.out / 'logs'})",
+        file=sys.stderr,
+    )
+    try:
+        outcomes = Runner(sweep, args.jobs, lambda line: print(line, file=sys.stderr)).run()
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            "interrupted; every run was left resumable: run the same command again to go on"
+        ) from None
+    summary = summarise(sweep)
+    print(summary.table())
+    (sweep.out / "summary.json").write_text(
+        json.dumps(summary.to_json(), indent=1) + "\n", encoding="utf-8"
+    )
+    picture = summary.plot(sweep.out / "sweep.png")
+    if picture is not None:
+        print(f"wrote {picture}", file=sys.stderr)
+    failed = [outcome for outcome in outcomes if outcome.status in ("failed", "interrupted")]
+    for outcome in failed:
+        print(
+            f"selfattn sweep: {outcome.member.name} {outcome.status}: {outcome.note}",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
