@@ -36,13 +36,12 @@ from selfattn.data.fetch.sources import (
     PyPISource,
     Source,
 )
-from selfattn.data.readers.formats import (
+from selfattn.data.readers.numeric import read_npz, read_ts
+from selfattn.data.readers.text import (
     read_classification_csv,
     read_conllu,
-    read_npz,
     read_parallel,
     read_tagged,
-    read_ts,
     tokenize,
 )
 from selfattn.data.registry import Recipe

@@ -43,7 +43,7 @@ from selfattn.data.batching.lengths import (
     window_spans,
 )
 from selfattn.data.batching.splits import dev_note, stratified_subset
-from selfattn.data.readers.formats import tokenize
+from selfattn.data.readers.text import tokenize
 from selfattn.data.readers.user_input import input_format
 from selfattn.data.recipes.images import image_shape
 from selfattn.data.specials import IGNORE_INDEX, NO_LABEL

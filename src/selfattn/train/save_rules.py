@@ -19,8 +19,8 @@ from selfattn.config import Config
 from selfattn.train.checkpoint import save_checkpoint
 from selfattn.train.distributed import Distributed
 from selfattn.train.loop_state import LoopState, Parts
-from selfattn.train.run_dir import epoch_checkpoint, prune_epoch_checkpoints
 from selfattn.train.nan_guard import NotFinite, not_finite_message
+from selfattn.train.run_dir import epoch_checkpoint, prune_epoch_checkpoints
 
 #: ``train.checkpoint_every = None``: save ``last`` after this many seconds of training.
 CHECKPOINT_SECONDS = 120.0

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from selfattn.data.readers.formats import _lines, tokenize
+from selfattn.data.readers.text import numbered_lines, tokenize
 from selfattn.data.specials import NO_LABELS
 from selfattn.data.types import DataError, DatasetSplits, Example
 
@@ -50,7 +50,7 @@ def read_label_sets(path: str | Path) -> list[Example]:
     """
     path = Path(path)
     examples = []
-    for lineno, line in _lines(path):
+    for lineno, line in numbered_lines(path):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from selfattn.data.batching.splits import shuffled, split_by_count
 from selfattn.data.fetch.sources import DebianPackage, DebianSource
-from selfattn.data.readers.formats import tokenize
+from selfattn.data.readers.text import tokenize
 from selfattn.data.registry import Recipe, register
 from selfattn.data.types import DataError, DatasetSplits, Example
 

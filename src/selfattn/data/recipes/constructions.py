@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from selfattn.data.batching.splits import split_by_position
-from selfattn.data.readers.formats import read_tagged
+from selfattn.data.readers.text import read_tagged
 from selfattn.data.recipes.pos import WSJ_LICENCE, WSJ_SOURCE
 from selfattn.data.registry import Recipe, register
 from selfattn.data.types import DatasetSplits, Example

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from selfattn.data.batching.splits import split_by_position
 from selfattn.data.fetch.sources import PyPISource
-from selfattn.data.readers.formats import read_tagged
+from selfattn.data.readers.text import read_tagged
 from selfattn.data.registry import LOAD_ONLY, Recipe, register
 from selfattn.data.types import DatasetSplits
 

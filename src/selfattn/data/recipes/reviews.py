@@ -17,7 +17,7 @@ from pathlib import Path
 
 from selfattn.data.batching.splits import shuffled, split_by_position
 from selfattn.data.fetch.sources import PyPISource
-from selfattn.data.readers.formats import tokenize
+from selfattn.data.readers.text import tokenize
 from selfattn.data.registry import LOAD_ONLY, Recipe, register
 from selfattn.data.types import DataError, DatasetSplits, Example
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from selfattn.data.batching.splits import stratified_holdout
 from selfattn.data.fetch.sources import PyPISource
-from selfattn.data.readers.formats import read_ts
+from selfattn.data.readers.numeric import read_ts
 from selfattn.data.registry import Recipe, register
 from selfattn.data.types import DatasetSplits
 
