@@ -43,6 +43,8 @@ class Architecture:
         encoder: the sequence encoder an embedding feeds and a head reads (a
             :class:`~selfattn.models.encoders.SequenceEncoder`), for the architectures
             that have one; ``None`` for those that are a whole model of their own.
+        cls_token: its encoder can read a learned [CLS] vector put before every input
+            (``pooling = "cls"``): it attends from every position to every other.
     """
 
     name: str
@@ -51,6 +53,7 @@ class Architecture:
     produces: frozenset[Product]
     losses: tuple[str, ...] = ()
     encoder: Any = None
+    cls_token: bool = False
 
 
 #: Every registered architecture by name (import it from
@@ -67,6 +70,7 @@ def register_architecture(
     produces: set[Product],
     losses: tuple[str, ...] = (),
     encoder: Any = None,
+    cls_token: bool = False,
 ) -> Callable[[_O], _O]:
     """Class decorator: add an options class to :data:`ARCHITECTURES` as ``name``.
 
@@ -79,7 +83,9 @@ def register_architecture(
             raise ValueError(f"architecture {name!r} is already registered")
         if cls().architecture != name:
             raise ValueError(f"{cls.__name__}.architecture must default to {name!r}")
-        ARCHITECTURES[name] = Architecture(name, cls, summary, frozenset(produces), losses, encoder)
+        ARCHITECTURES[name] = Architecture(
+            name, cls, summary, frozenset(produces), losses, encoder, cls_token
+        )
         return cls
 
     return register
@@ -99,6 +105,11 @@ def architecture_named(name: str) -> Architecture:
             f"architecture), got {name!r}"
         )
     return ARCHITECTURES[name]
+
+
+def cls_architectures() -> tuple[str, ...]:
+    """The registered architectures that read a [CLS] vector (``pooling = "cls"``)."""
+    return tuple(name for name, entry in ARCHITECTURES.items() if entry.cls_token)
 
 
 def model_keys() -> tuple[str, ...]:

@@ -34,7 +34,7 @@ from selfattn.models.layer_choices import use_layer_choices
 from selfattn.models.memory import MemoryTaskModel
 from selfattn.models.option_groups import EncoderOptions, ExitOptions, ModelOptions, toml_value
 from selfattn.models.pretrained import PretrainedTaskModel, build_pretrained_model
-from selfattn.models.registry import field_default, unset
+from selfattn.models.registry import cls_architectures, field_default, unset
 from selfattn.models.spec import TaskSpec
 from selfattn.models.vision import ImageEmbedding, build_image_parts, uses_image
 from selfattn.positional.learned import LearnedPositional
@@ -47,8 +47,9 @@ BITS_ARCHITECTURES = tuple(
     name for name, entry in ARCHITECTURES.items() if "bit_steps" in entry.produces
 )
 
-#: Architectures whose encoder can read a prepended [CLS] vector (``pooling = "cls"``).
-CLS_ARCHITECTURES = ("transformer", "conformer")
+#: The shipped architectures whose encoder can read a prepended [CLS] vector
+#: (``pooling = "cls"``): those registered with ``cls_token=True``.
+CLS_ARCHITECTURES = cls_architectures()
 
 
 class TaskModel(LabelModelHooks):
@@ -162,10 +163,11 @@ def check_fields(config: ModelOptions, *, task: TaskType, text: bool | None) -> 
         text: the input is words (token ids), so character features and word dropout
             apply; ``None``: not known yet (those two are not checked).
     """
-    if getattr(config, "pooling", "mean") == "cls" and config.architecture not in CLS_ARCHITECTURES:
+    cls_ok = cls_architectures()  # read now: an architecture may be registered later
+    if getattr(config, "pooling", "mean") == "cls" and config.architecture not in cls_ok:
         raise ValueError(
             f'model.pooling = "cls" needs an attention encoder '
-            f"({' or '.join(CLS_ARCHITECTURES)}), not architecture {config.architecture!r}; "
+            f"({' or '.join(cls_ok)}), not architecture {config.architecture!r}; "
             'use pooling = "attention"'
         )
     unused: dict[str, str] = {}
