@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 
-from selfattn.data.types import Batch, moved
+from selfattn.datatypes import Batch, moved
 from selfattn.train import loop
 from selfattn.train.loop import Trainer
 

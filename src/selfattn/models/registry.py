@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from selfattn.models.option_groups import ModelOptions, toml_value
+from selfattn.registries import Registry
 
 #: What an architecture gives a task (a task type accepts some, ``Task.accepts``):
 #: ``vectors``: one vector per input vector (a token, sequence, regression or multi-label
@@ -58,7 +59,7 @@ class Architecture:
 
 #: Every registered architecture by name (import it from
 #: :mod:`selfattn.models.architectures`, which registers them all).
-ARCHITECTURES: dict[str, Architecture] = {}
+ARCHITECTURES: Registry[Architecture] = Registry("architecture")
 
 _O = TypeVar("_O", bound=type[ModelOptions])
 
@@ -79,13 +80,10 @@ def register_architecture(
     """
 
     def register(cls: _O) -> _O:
-        if name in ARCHITECTURES and ARCHITECTURES[name].options is not cls:
-            raise ValueError(f"architecture {name!r} is already registered")
         if cls().architecture != name:
             raise ValueError(f"{cls.__name__}.architecture must default to {name!r}")
-        ARCHITECTURES[name] = Architecture(
-            name, cls, summary, frozenset(produces), losses, encoder, cls_token
-        )
+        entry = Architecture(name, cls, summary, frozenset(produces), losses, encoder, cls_token)
+        ARCHITECTURES.add(name, entry)
         return cls
 
     return register

@@ -13,7 +13,7 @@ each new story)::
 A line with a tab is a question: the question, its answer, and the numbers of the facts
 the answer rests on (optional); every other line is a fact. An example is the story's
 facts so far (each ends with its ``.``) and then the question (ending with its ``?``),
-split into words and punctuation the way :func:`~selfattn.data.readers.text.tokenize`
+split into words and punctuation the way :func:`~selfattn.data.formats.text.tokenize`
 splits text: what the ``qa1`` … ``qa3`` recipes make, and what
 ``model.architecture = "memn2n"`` reads (facts at ``.``, the question after the last).
 
@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from selfattn.data.readers.text import read_text, tokenize
-from selfattn.data.types import DataError, Example
+from selfattn.data.formats.text import read_text, tokenize
+from selfattn.datatypes import DataError, Example
 
 __all__ = ["is_story_file", "read_stories"]
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from selfattn.data.batching.splits import shuffled, split_by_count
 from selfattn.data.fetch.sources import DebianPackage, DebianSource
-from selfattn.data.readers.text import numbered_lines, tokenize
+from selfattn.data.formats.text import numbered_lines, tokenize
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.datatypes import DataError, DatasetSplits, Example
 
-#: Longest side kept, in tokens (after :func:`~selfattn.data.readers.text.tokenize`).
+#: Longest side kept, in tokens (after :func:`~selfattn.data.formats.text.tokenize`).
 MAX_TOKENS = 40
 MIN_WORDS = 3
 

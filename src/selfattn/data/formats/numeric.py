@@ -3,7 +3,7 @@ checks every reader of numbers shares.
 
 Every reader returns ``list[Example]`` and turns malformed input into a one-line
 :class:`DataError` naming the file (and the line or set). The text formats are in
-:mod:`~selfattn.data.readers.text`.
+:mod:`~selfattn.data.formats.text`.
 
 =================  ========  =======================================================
 reader             task      layout
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from selfattn.data.readers.text import numbered_lines
-from selfattn.data.types import DataError, Example, TaskType
+from selfattn.data.formats.text import numbered_lines
+from selfattn.datatypes import DataError, Example, TaskType
 
 #: The largest float32; a number beyond it (``1e39``) becomes inf when a model reads it.
 FLOAT32_MAX = float(np.finfo(np.float32).max)

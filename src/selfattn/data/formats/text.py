@@ -3,7 +3,7 @@
 Every reader returns ``list[Example]`` and turns malformed input into a one-line
 :class:`DataError` of the form ``path:line: problem``. Blank lines are the only thing ever
 skipped silently. The numeric formats (``.npz`` vector sets, ``.ts`` time series) are in
-:mod:`~selfattn.data.readers.numeric`.
+:mod:`~selfattn.data.formats.numeric`.
 
 =================  ========  =======================================================
 reader             task      layout
@@ -27,7 +27,7 @@ from typing import Literal
 from conllu.exceptions import ParseException
 from conllu.parser import DEFAULT_FIELDS, parse_line
 
-from selfattn.data.types import DataError, Example
+from selfattn.datatypes import DataError, Example
 
 _WORD_RE = re.compile(
     r"\d+(?:[.,]\d+)*"  # numbers: 42, 3.5, 1,000
