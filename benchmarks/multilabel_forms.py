@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from selfattn.data.readers.label_sets import decoded_set
-from selfattn.data.specials import NO_LABELS
+from selfattn.specials import NO_LABELS
 from selfattn.tasks.predictor import Predictor
 from selfattn.tasks.set_metrics import set_f1, set_scores
 

@@ -75,10 +75,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
+from selfattn.models.composed import TaskModel
 from selfattn.models.linear_layers import use_linear_layers
 from selfattn.models.registry import model_options
-from selfattn.models.task_model import TaskModel, build_model
+from selfattn.models.task_model import build_model
 from selfattn.runtime import machine_busy_seconds
 
 FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy

@@ -10,7 +10,7 @@ from torch import nn
 
 from selfattn.attention import attention
 from selfattn.attention.dropout import UniformDropout, draws_uniform, uniform_dropout
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.kernels.dense import DenseKernel
 from selfattn.models.registry import model_options
 from selfattn.models.seq2seq_builder import build_seq2seq_model

@@ -13,7 +13,7 @@ import pytest
 
 from selfattn.cli.main import main
 from selfattn.data.readers.label_sets import decoded_set, read_label_sets
-from selfattn.data.specials import NO_LABELS
+from selfattn.specials import NO_LABELS
 from selfattn.tasks.predictor import Predictor
 from selfattn.tasks.set_metrics import set_scores
 

@@ -19,7 +19,7 @@ import soundfile
 from selfattn.data.recipes import RECIPES
 from selfattn.data.recipes.espeak import ACCENTS, ESPEAK_SOURCE, Espeak
 from selfattn.data.recipes.speech import SpokenSpec, spoken_builder
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 
 from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, train_and_eval, write_config
 

@@ -11,7 +11,7 @@ import pytest
 from selfattn.data import load_dataset
 from selfattn.data.readers.stories import is_story_file, read_stories
 from selfattn.data.recipes.stories import _story, generate_stories
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 
 
 def _write_babi(path: Path, task: int, size: int, seed: int) -> list[tuple[int, ...]]:

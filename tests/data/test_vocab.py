@@ -18,7 +18,7 @@ from selfattn.data import (
     bpe_vocabulary,
     train_bpe,
 )
-from selfattn.data.specials import PAD_ID, UNK_ID
+from selfattn.specials import PAD_ID, UNK_ID
 
 
 def test_vocabulary_ids_min_freq_and_unknowns() -> None:

@@ -18,7 +18,7 @@ from selfattn.data.recipes.graphs import (
     molecule_example,
     read_sdf,
 )
-from selfattn.data.specials import NO_LABEL
+from selfattn.specials import NO_LABEL
 
 # Ethanoate (acetate) anion and a lone ammonium: C-C(=O)-O(-); N(+).
 MOLFILE = """acetate

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from selfattn.data import Batch, Collator, Example, LabelVocabulary
+from selfattn.models.composed import TaskModel
 from selfattn.models.registry import model_options
-from selfattn.models.task_model import TaskModel
 
 from ..helpers_models import build
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from selfattn.data import Collator, Example, LabelVocabulary
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.kernels import edge_attention
+from selfattn.models.composed import TaskModel
 from selfattn.models.graph import GraphAttention
 from selfattn.models.registry import model_options
-from selfattn.models.task_model import TaskModel
 
 from ..helpers_models import build
 

@@ -15,8 +15,14 @@ import pytest
 from selfattn.cli.main import main
 from selfattn.config import load_config
 from selfattn.models.architectures import ARCHITECTURES
-from selfattn.models.option_groups import ModelOptions
-from selfattn.models.registry import field_default, model_keys, register_architecture
+from selfattn.models.option_groups import EncoderOptions, ModelOptions
+from selfattn.models.registry import (
+    field_default,
+    model_keys,
+    model_options,
+    register_architecture,
+)
+from selfattn.models.task_model import CLS_ARCHITECTURES, check_fields
 from selfattn.tasks.task import Task
 
 #: The module (its package re-exports a function of the same name).
@@ -89,6 +95,22 @@ def test_a_name_is_registered_once_and_must_be_the_class_default() -> None:
     with pytest.raises(ValueError, match="must default to 'newcomer'"):
         register_architecture("newcomer", summary="", produces={"vectors"})(Misnamed)
     assert "newcomer" not in ARCHITECTURES
+
+
+def test_pooling_cls_is_for_the_architectures_registered_with_a_cls_token() -> None:
+    assert CLS_ARCHITECTURES == ("conformer", "transformer")
+
+    @dataclass(frozen=True)
+    class WithCls(EncoderOptions):
+        architecture: str = "with_cls"
+
+    register_architecture("with_cls", summary="", produces={"vectors"}, cls_token=True)(WithCls)
+    try:
+        check_fields(model_options("with_cls", pooling="cls"), task="sequence", text=True)
+        with pytest.raises(ValueError, match=r"encoder \(conformer or transformer or with_cls\)"):
+            check_fields(model_options("fc", pooling="cls"), task="sequence", text=True)
+    finally:
+        del ARCHITECTURES["with_cls"]
 
 
 def test_a_key_no_architecture_reads_is_refused_with_what_this_one_reads() -> None:

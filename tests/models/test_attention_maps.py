@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 import torch
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
+from selfattn.models.composed import TaskModel
 from selfattn.models.registry import model_options
-from selfattn.models.task_model import TaskModel, TaskSpec, build_model_from_spec
+from selfattn.models.spec import TaskSpec
+from selfattn.models.task_model import build_model_from_spec
 
 VOCAB, LENGTHS = 20, [6, 3, 5]
 SMALL = {"embed_dim": 16, "num_heads": 2, "num_layers": 2, "ffn_dim": 32, "dropout": 0.0}

@@ -18,9 +18,9 @@ import pytest
 import torch
 from torch import nn
 
-from selfattn.data.types import Batch
+from selfattn.data.copy_task import copy_inputs
 from selfattn.data.vocab import Vocabulary
-from selfattn.memory.copy_task import copy_inputs
+from selfattn.datatypes import Batch
 from selfattn.models.architectures import ARCHITECTURES as REGISTRY
 from selfattn.models.bits import BitsBatch, build_bits_model
 from selfattn.models.memory import MemoryTaskModel

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 
 from ..models.test_act import _act, _inputs, _stack
 from .test_early_exit import CASES, IDS, _batch, _model

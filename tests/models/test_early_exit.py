@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
+from selfattn.models.composed import TaskModel
 from selfattn.models.early_exit import (
     EarlyExitModel,
     confidence,
@@ -21,7 +22,8 @@ from selfattn.models.early_exit import (
 )
 from selfattn.models.option_groups import ModelOptions
 from selfattn.models.registry import model_options
-from selfattn.models.task_model import TaskModel, TaskSpec, build_model_from_spec
+from selfattn.models.spec import TaskSpec
+from selfattn.models.task_model import build_model_from_spec
 from selfattn.tasks.early_exit import evaluate_early_exit, exit_sweep
 from selfattn.tasks.metrics import compute_loss
 

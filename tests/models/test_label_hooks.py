@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.models.act import ponder_penalty
 from selfattn.models.early_exit import weighted_exit_loss
 from selfattn.models.label_hooks import LabelModelHooks

@@ -9,7 +9,7 @@ import torch
 
 from selfattn.attention import MultiHeadAttention
 from selfattn.attention.scores import AdditiveScore
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.models.architectures import BiGRUOptions
 from selfattn.models.heads import ClsToken
 from selfattn.models.registry import model_options, options_for

@@ -8,8 +8,8 @@ import random
 import pytest
 import torch
 
-from selfattn.data.types import Batch
 from selfattn.data.vocab import Vocabulary
+from selfattn.datatypes import Batch
 from selfattn.models.memory import MemoryTaskModel, split_stories
 from selfattn.models.registry import model_options
 

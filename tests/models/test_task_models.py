@@ -8,12 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.models.architectures import ARCHITECTURES, ENCODERS
+from selfattn.models.composed import TaskModel
 from selfattn.models.heads import POOLINGS
 from selfattn.models.option_groups import ModelOptions
 from selfattn.models.registry import model_options
-from selfattn.models.task_model import CLS_ARCHITECTURES, TaskModel
+from selfattn.models.task_model import CLS_ARCHITECTURES
 from selfattn.positional import POSITIONAL
 
 from ..helpers_models import build

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.models.registry import model_options
 
 from ..helpers_models import build

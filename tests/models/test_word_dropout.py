@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from selfattn.data.specials import PAD_ID, UNK_ID
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.models.embedding import InputEmbedding
 from selfattn.models.registry import model_options
+from selfattn.specials import PAD_ID, UNK_ID
 
 from ..helpers_models import build
 

@@ -14,8 +14,8 @@ from tokenizers.models import WordPiece
 from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 
-from selfattn.data.specials import IGNORE_INDEX
 from selfattn.pretrained import PretrainedError, WordPieceTokenizer
+from selfattn.specials import IGNORE_INDEX
 
 SENTENCES = [
     "Hello, world!",

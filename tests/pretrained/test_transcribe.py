@@ -15,7 +15,7 @@ import soundfile
 import torch
 import transformers
 
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.transcribe import (
     Transcriber,

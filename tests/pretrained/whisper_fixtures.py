@@ -15,7 +15,7 @@ from tokenizers import AddedToken, Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 from selfattn.pretrained.recordings import POCKETSPHINX_TESTDATA, recordings
 from selfattn.pretrained.weights import PRETRAINED, PretrainedError
 

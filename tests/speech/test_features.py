@@ -12,7 +12,7 @@ import soundfile
 import torch
 
 from selfattn.data.readers.audio import log_mel_file, read_audio, read_wav
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 from selfattn.speech import LOG_FLOOR, frame_sizes, log_mel, mel_filterbank, num_frames, resample
 
 

@@ -23,7 +23,7 @@ from selfattn.data.recipes.speech import (
     split_by_voice,
     spoken_builder,
 )
-from selfattn.data.types import DataError, Example
+from selfattn.datatypes import DataError, Example
 from selfattn.speech import N_MELS, SAMPLE_RATE, STACK, num_frames, speech_vectors
 from selfattn.tasks import token_error_rate
 

@@ -13,9 +13,9 @@ from safetensors.torch import load_file
 from selfattn.cli.main import main
 from selfattn.config import load_config
 from selfattn.data import load_dataset
+from selfattn.data.copy_task import copy_inputs
 from selfattn.data.recipes.bits import TESTS
-from selfattn.data.specials import IGNORE_INDEX
-from selfattn.memory.copy_task import copy_inputs
+from selfattn.specials import IGNORE_INDEX
 from selfattn.tasks import Predictor
 from selfattn.tasks.bits import BitsTask
 

@@ -12,9 +12,9 @@ import torch
 from selfattn.config import Config, DataConfig, TrainConfig
 from selfattn.data import Example, LabelVocabulary
 from selfattn.data.readers.label_sets import as_target, canonical_order, decoded_set
-from selfattn.data.specials import NO_LABELS
 from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskSpec, build_model_from_spec
+from selfattn.specials import NO_LABELS
 from selfattn.tasks.multilabel import MultiLabelTask
 from selfattn.tasks.set_metrics import set_f1, set_scores
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 
-from selfattn.data.types import Batch, moved
+from selfattn.datatypes import Batch, moved
 from selfattn.train import loop
 from selfattn.train.loop import Trainer
 
@@ -108,7 +108,7 @@ def test_off_the_cpu_the_loss_is_read_rarely_and_the_metrics_are_the_same(
     reads: list[str] = []
     with recorded_reads(reads):
         assert train_config(config, tmp_path / "rarely", *settings) == 0
-    loss_reads = [site for site in reads if "float(loss_sum)" in site]
+    loss_reads = [site for site in reads if "float(self.loss_sum)" in site]
     # 2 epochs of 4 steps: each epoch's first step, its mid-epoch save (steps 3 and 6 of
     # the run) and its end: 6 reads, not 8 and more.
     assert len(loss_reads) == 6, reads

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from selfattn.tasks import task_named
 from selfattn.tasks.task import TASKS
 from selfattn.train import TrainResult, load_checkpoint, loop, train
-from selfattn.train.stop_rules import SKIPS_IN_A_ROW, NotFinite
+from selfattn.train.nan_guard import SKIPS_IN_A_ROW, NotFinite
 
 from ..tiny_runs import train_config, write_reviews, write_tiny_config
 from .test_train_loop import SPEC, VOCAB, _config, _dev_batches, _metrics, _train_batches

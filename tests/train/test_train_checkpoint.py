@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from selfattn.models.composed import TaskModel
 from selfattn.models.registry import model_options
-from selfattn.models.task_model import TaskModel
 from selfattn.tasks import build_for_spec
 from selfattn.train import (
     Config,

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskSpec
 from selfattn.tasks import build_for_spec, evaluate, task_named

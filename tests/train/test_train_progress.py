@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.messages import plural
 from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskSpec

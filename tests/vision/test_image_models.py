@@ -9,12 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.models.architectures.cnn2d import CNN2DEncoder
+from selfattn.models.composed import TaskModel
 from selfattn.models.heads import SequenceClassifier
 from selfattn.models.option_groups import ModelOptions
 from selfattn.models.registry import model_options
-from selfattn.models.task_model import TaskModel, TaskSpec, build_model_from_spec
+from selfattn.models.spec import TaskSpec
+from selfattn.models.task_model import build_model_from_spec
 from selfattn.models.vision import ImageEmbedding
 from selfattn.positional import GRID_POSITIONAL
 from selfattn.vision import image_to_vectors

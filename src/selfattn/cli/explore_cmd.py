@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from selfattn.cli.model_cmds import TRUNCATE_HELP, add_decoding_arguments, decoding_options
-from selfattn.data.types import Example
+from selfattn.datatypes import Example
 from selfattn.explore.payload import MAX_TOKENS, MAX_WEIGHTS, PayloadBuilder
 from selfattn.tasks.predictor import Predictor
 

@@ -14,7 +14,7 @@ from selfattn.api import load
 from selfattn.cli.exit_cmd import add_exit_arguments, exit_requested, run_exit_eval
 from selfattn.config import load_config
 from selfattn.data.batching.lengths import unit
-from selfattn.data.types import Example
+from selfattn.datatypes import Example
 from selfattn.messages import plural
 from selfattn.pretrained.transcribe import transcribe
 from selfattn.pretrained.whisper import is_whisper_checkpoint

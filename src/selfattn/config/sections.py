@@ -176,7 +176,7 @@ class TrainConfig:
             it); ``skip`` skips that step's update (it still counts as a step of the
             schedule), counts the skipped steps in each epoch's line
             (``skipped_steps``) and stops after
-            :data:`~selfattn.train.stop_rules.SKIPS_IN_A_ROW` (10) in a row. ``skip``
+            :data:`~selfattn.train.nan_guard.SKIPS_IN_A_ROW` (10) in a row. ``skip``
             reads each step's loss before its update, which on a GPU waits for the step.
             Either way a dev loss or weights that are not finite stop the run and are
             never saved.

@@ -36,18 +36,15 @@ from selfattn.data.fetch.sources import (
     PyPISource,
     Source,
 )
-from selfattn.data.readers.formats import (
+from selfattn.data.formats.numeric import read_npz, read_ts
+from selfattn.data.formats.text import (
     read_classification_csv,
     read_conllu,
-    read_npz,
     read_parallel,
     read_tagged,
-    read_ts,
     tokenize,
 )
 from selfattn.data.registry import Recipe
-from selfattn.data.specials import IGNORE_INDEX
-from selfattn.data.types import Batch, DataError, DatasetSplits, Example, InputKind, TaskType
 from selfattn.data.vocab import (
     CharVocabulary,
     LabelVocabulary,
@@ -56,6 +53,8 @@ from selfattn.data.vocab import (
     bpe_vocabulary,
     train_bpe,
 )
+from selfattn.datatypes import Batch, DataError, DatasetSplits, Example, InputKind, TaskType
+from selfattn.specials import IGNORE_INDEX
 
 # Names whose modules import every recipe are imported on first use, so that importing
 # one module of this package (the registry, a reader) does not load all the recipes.

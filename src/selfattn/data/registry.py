@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from selfattn.data.fetch.sources import Source
-from selfattn.data.types import DatasetSplits, Example, InputKind, TaskType
+from selfattn.datatypes import DatasetSplits, Example, InputKind, TaskType
+from selfattn.registries import Registry
 
 #: The licence note of a corpus that may be loaded for research but not redistributed.
 LOAD_ONLY = "research / personal use: load it, never redistribute it"
@@ -72,7 +73,7 @@ class Recipe:
 #: Every registered recipe by name. Import it from :mod:`selfattn.data.recipes` (or
 #: :mod:`selfattn.data`), which imports every recipe module first: this module alone
 #: holds only the recipes whose modules were imported so far.
-RECIPES: dict[str, Recipe] = {}
+RECIPES: Registry[Recipe] = Registry("recipe")
 
 
 def register(*recipes: Recipe) -> None:
@@ -82,9 +83,7 @@ def register(*recipes: Recipe) -> None:
         ValueError: a recipe's name is already registered (two recipes, one name).
     """
     for recipe in recipes:
-        if recipe.name in RECIPES:
-            raise ValueError(f"recipe {recipe.name!r} is registered twice")
-        RECIPES[recipe.name] = recipe
+        RECIPES.add(recipe.name, recipe)
 
 
 __all__ = ["LOAD_ONLY", "RECIPES", "Recipe", "register"]

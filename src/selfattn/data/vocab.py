@@ -18,8 +18,8 @@ from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from selfattn.data.specials import NO_LABEL, PAD, PAD_ID, UNK, UNK_ID
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.datatypes import DataError, DatasetSplits, Example
+from selfattn.specials import NO_LABEL, PAD, PAD_ID, UNK, UNK_ID
 
 
 class Vocabulary:
@@ -151,7 +151,7 @@ class LabelVocabulary:
     @classmethod
     def build(cls, examples: Iterable[Example]) -> LabelVocabulary:
         """The labels of training ``examples`` (token or sequence task), sorted
-        (:data:`~selfattn.data.specials.NO_LABEL`, an unscored position, is not a class)."""
+        (:data:`~selfattn.specials.NO_LABEL`, an unscored position, is not a class)."""
         seen: set[str] = set()
         for example in examples:
             if isinstance(example.label, str):

@@ -33,7 +33,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from selfattn.data.specials import EOS_ID, PAD_ID
 from selfattn.decoding.common import (
     NEG_INF,
     DecodeResult,
@@ -48,6 +47,7 @@ from selfattn.decoding.common import (
 from selfattn.decoding.incremental import IncrementalDecoder
 from selfattn.models.encoder_decoder import EncoderDecoder
 from selfattn.models.seq2seq_outputs import EncodedSource
+from selfattn.specials import EOS_ID, PAD_ID
 
 
 def length_penalty_factor(length: int, alpha: float) -> float:

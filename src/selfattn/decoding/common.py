@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from selfattn.data.specials import BOS_ID, EOS_ID, NUM_SPECIALS, PAD_ID
 from selfattn.models.encoder_decoder import EncoderDecoder
 from selfattn.models.seq2seq_outputs import EncodedSource
+from selfattn.specials import BOS_ID, EOS_ID, NUM_SPECIALS, PAD_ID
 
 NEG_INF = float("-inf")
 

@@ -17,7 +17,6 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from selfattn.data.specials import EOS_ID, PAD_ID
 from selfattn.decoding.common import (
     DecodeResult,
     banned_ids,
@@ -30,6 +29,7 @@ from selfattn.decoding.common import (
 from selfattn.decoding.incremental import IncrementalDecoder
 from selfattn.models.encoder_decoder import EncoderDecoder
 from selfattn.models.seq2seq_outputs import EncodedSource
+from selfattn.specials import EOS_ID, PAD_ID
 
 #: ``(R, V)`` allowed log-probabilities (−inf where banned) → ``(R,)`` chosen ids.
 ChooseFn = Callable[[Tensor], Tensor]

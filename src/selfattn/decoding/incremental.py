@@ -22,9 +22,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from selfattn.data.specials import BOS_ID
 from selfattn.models.encoder_decoder import DecodingState, EncoderDecoder
 from selfattn.models.seq2seq_outputs import EncodedSource
+from selfattn.specials import BOS_ID
 
 
 class IncrementalDecoder:

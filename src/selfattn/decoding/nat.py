@@ -16,10 +16,10 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from selfattn.data.specials import BOS_ID, EOS_ID, PAD_ID
 from selfattn.decoding.common import NEG_INF, DecodeResult, banned_ids, rows_to_lists
 from selfattn.models.encoder_decoder import EncoderDecoder
 from selfattn.models.seq2seq_outputs import EncodedSource
+from selfattn.specials import BOS_ID, EOS_ID, PAD_ID
 
 
 def nat_lengths(lengths: Tensor, length_scale: float, max_len: int) -> Tensor:

@@ -31,10 +31,10 @@ from selfattn.data.readers.user_description import (
     MOLECULE_SUFFIXES,
     InputDescription,
 )
-from selfattn.data.types import Example
+from selfattn.datatypes import Example
 from selfattn.explore.page import VERSION
 from selfattn.explore.stats import head_statistics, position_distances
-from selfattn.models.task_model import CLS_LABEL
+from selfattn.models.composed import CLS_LABEL
 from selfattn.tasks.predictor import Predictor
 from selfattn.tasks.task import AttentionFigure
 

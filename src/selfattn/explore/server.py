@@ -41,7 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from selfattn.data.types import Example
+from selfattn.datatypes import Example
 from selfattn.explore.page import render_page
 from selfattn.explore.payload import ACCEPT, PayloadBuilder
 from selfattn.explore.request import (

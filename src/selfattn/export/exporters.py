@@ -23,15 +23,15 @@ import torch
 from torch import Tensor, nn
 from torch.export import Dim
 
-from selfattn.data.specials import PAD, PAD_ID, UNK, UNK_ID
 from selfattn.export.wrapper import Exportable, SubwordModel, wrap
 from selfattn.kernels.linformer import LinformerKernel
 from selfattn.kernels.lsh import LSHKernel
 from selfattn.kernels.nystrom import NystromKernel
 from selfattn.kernels.window import WindowKernel
 from selfattn.models.architectures.graph import GraphSequenceEncoder
+from selfattn.models.composed import TaskModel
 from selfattn.models.pretrained import PretrainedTaskModel
-from selfattn.models.task_model import TaskModel
+from selfattn.specials import PAD, PAD_ID, UNK, UNK_ID
 
 #: The largest |exported − PyTorch| accepted by the verification.
 TOLERANCE = 1e-4

@@ -1,6 +1,6 @@
 """A task model as plain tensors in, logits out: what an exported graph needs.
 
-:class:`~selfattn.models.task_model.TaskModel` reads a :class:`~selfattn.data.types.Batch`; an
+:class:`~selfattn.models.composed.TaskModel` reads a :class:`~selfattn.datatypes.Batch`; an
 exported graph (ONNX, ``torch.export``) reads tensors. The wrappers here take the
 batch's tensors as named arguments, build the batch inside ``forward`` and call the model,
 so the exported graph is exactly the model.
@@ -13,9 +13,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
+from selfattn.models.composed import TaskModel
 from selfattn.models.pretrained import PretrainedTaskModel
-from selfattn.models.task_model import TaskModel, TaskSpec, input_length_limit
+from selfattn.models.spec import TaskSpec
+from selfattn.models.task_model import input_length_limit
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from selfattn.attention.kernel import (
     check_kernel_inputs,
     default_scores,
 )
+from selfattn.registries import Registry
 
 __all__ = [
     "CAPABILITIES",
@@ -40,20 +41,15 @@ _K = TypeVar("_K", bound=type[AttentionKernel])
 
 #: Attention kernels by name (``model.attention`` in a config, ``kernel=`` in
 #: :class:`~selfattn.attention.MultiHeadAttention`).
-KERNELS: dict[str, type[AttentionKernel]] = {}
+KERNELS: Registry[type[AttentionKernel]] = Registry("attention kernel")
 
 
 def register_kernel(cls: _K) -> _K:
     """Class decorator: add a kernel to :data:`KERNELS` under its ``name``."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} needs a non-empty class attribute 'name'")
-    if cls.name in KERNELS and KERNELS[cls.name] is not cls:
-        raise ValueError(f"attention kernel {cls.name!r} is already registered")
     unknown = set(getattr(cls, "reasons", {})) - set(get_args(Capability))
     if unknown:
         raise ValueError(f"attention kernel {cls.name!r} gives reasons for unknown {unknown}")
-    KERNELS[cls.name] = cls
-    return cls
+    return KERNELS.add_class(cls)
 
 
 def build_kernel(name: str, **options: Any) -> AttentionKernel:
@@ -63,9 +59,7 @@ def build_kernel(name: str, **options: Any) -> AttentionKernel:
     ``head_dim`` and ``max_len`` which every builder may pass and kernels ignore unless
     they need them.
     """
-    if name not in KERNELS:
-        raise ValueError(f"unknown attention kernel {name!r}; choose one of {sorted(KERNELS)}")
-    cls = KERNELS[name]
+    cls = KERNELS.named(name)
     accepted = _parameters(cls.__init__)
     unknown = sorted(set(options) - accepted - {"head_dim", "max_len"})
     if unknown:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch import Tensor, nn
 
-from selfattn.data.types import moved
+from selfattn.datatypes import moved
 from selfattn.memory.ntm import NTM
 from selfattn.models.architectures.lstm import LSTMOptions
 from selfattn.models.architectures.ntm import NTMOptions
@@ -56,7 +56,7 @@ class BitsBatch:
         return (self.labels >= 0).all(-1)
 
     def to(self, device: torch.device | str, *, non_blocking: bool = False) -> BitsBatch:
-        """The same batch on ``device`` (``non_blocking``: :func:`selfattn.data.types.moved`)."""
+        """The same batch on ``device`` (``non_blocking``: :func:`selfattn.datatypes.moved`)."""
         return BitsBatch(
             moved(self.inputs, device, non_blocking),
             moved(self.labels, device, non_blocking),

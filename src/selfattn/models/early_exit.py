@@ -22,14 +22,15 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.models.checkpointing import run_block
+from selfattn.models.composed import TaskModel
 from selfattn.models.embedding import InputEmbedding
 from selfattn.models.encoder import BlockStack
 from selfattn.models.encoders import AttentionSequenceEncoder
 from selfattn.models.heads import ClsToken, SequenceClassifier, TokenClassifier
 from selfattn.models.option_groups import EncoderOptions, ExitOptions
-from selfattn.models.task_model import TaskModel, TaskSpec
+from selfattn.models.spec import TaskSpec
 from selfattn.models.vision import ImageEmbedding
 
 #: How an exit classifier's confidence is measured (``--exit-criterion``).

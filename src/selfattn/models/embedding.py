@@ -1,4 +1,4 @@
-"""From a :class:`~selfattn.data.types.Batch` to the vector set the encoder reads.
+"""From a :class:`~selfattn.datatypes.Batch` to the vector set the encoder reads.
 
 Lecture 000 (§"Vector set as input"): a word becomes a vector by an embedding, a speech
 frame or any other measurement already is one. Text input may add a character-level
@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from selfattn.data.specials import PAD_ID, UNK_ID
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
+from selfattn.specials import PAD_ID, UNK_ID
 
 
 class CharEncoder(nn.Module):

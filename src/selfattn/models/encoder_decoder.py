@@ -22,8 +22,8 @@ from typing import Any, Protocol, cast
 import torch
 from torch import Tensor, nn
 
-from selfattn.data.specials import NUM_SPECIALS, PAD_ID, UNK_ID
 from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqAttentionMaps, Seq2SeqOutput
+from selfattn.specials import NUM_SPECIALS, PAD_ID, UNK_ID
 
 
 class DecodingState(Protocol):

@@ -175,7 +175,7 @@ class GraphTransformer(nn.Module):
             x: ``(B, L, E)`` node vectors.
             key_padding_mask: ``(B, L)``, True at padding.
             edge_index: ``(2, E')`` long edges between flattened positions ``b·L + i``
-                (:class:`~selfattn.data.types.Batch`'s convention), or ``None`` for the
+                (:class:`~selfattn.datatypes.Batch`'s convention), or ``None`` for the
                 complete graph of each set.
             edge_attr: ``(E', D_e)`` features of those edges, or ``None`` (zeros).
 

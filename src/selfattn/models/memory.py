@@ -17,18 +17,28 @@ and the label words are buffers set when the task binds its vocabulary
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from selfattn.data.recipes.stories import END, QUESTION
-from selfattn.data.types import Batch
-from selfattn.data.vocab import Vocabulary
+from selfattn.datatypes import Batch
 from selfattn.memory.memn2n import MemN2N, add_empty_memories
 from selfattn.models.architectures.memn2n import MemN2NOptions
 from selfattn.models.label_hooks import LabelModelHooks
+from selfattn.specials import STORY_END as END
+from selfattn.specials import STORY_QUESTION as QUESTION
 
-__all__ = ["MemoryTaskModel", "Stories", "split_stories"]
+__all__ = ["MemoryTaskModel", "Stories", "Words", "split_stories"]
+
+
+class Words(Protocol):
+    """What :meth:`MemoryTaskModel.bind` reads of a word vocabulary (a
+    :class:`~selfattn.data.vocab.Vocabulary`)."""
+
+    def __contains__(self, token: object) -> bool: ...
+
+    def token_id(self, token: str) -> int: ...
 
 
 @dataclass
@@ -117,7 +127,7 @@ class MemoryTaskModel(LabelModelHooks):
         # Linear start (§4.2): stored, so a model saved while linear is read back so.
         self.register_buffer("linear", torch.tensor(config.linear_start_steps > 0))
 
-    def bind(self, words: Vocabulary, labels: list[str]) -> None:
+    def bind(self, words: Words, labels: list[str]) -> None:
         """Take the ids of ``.``, ``?`` and every label word from the vocabulary.
 
         Raises:

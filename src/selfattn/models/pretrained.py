@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from selfattn.data.types import Batch, TaskType
+from selfattn.datatypes import Batch, TaskType
 from selfattn.models.architectures.transformer import TransformerOptions
 from selfattn.models.heads import SequenceClassifier, SequenceRegressor, TokenClassifier
 from selfattn.models.label_hooks import LabelModelHooks

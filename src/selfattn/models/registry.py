@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from selfattn.models.option_groups import ModelOptions, toml_value
+from selfattn.registries import Registry
 
 #: What an architecture gives a task (a task type accepts some, ``Task.accepts``):
 #: ``vectors``: one vector per input vector (a token, sequence, regression or multi-label
@@ -43,6 +44,8 @@ class Architecture:
         encoder: the sequence encoder an embedding feeds and a head reads (a
             :class:`~selfattn.models.encoders.SequenceEncoder`), for the architectures
             that have one; ``None`` for those that are a whole model of their own.
+        cls_token: its encoder can read a learned [CLS] vector put before every input
+            (``pooling = "cls"``): it attends from every position to every other.
     """
 
     name: str
@@ -51,11 +54,12 @@ class Architecture:
     produces: frozenset[Product]
     losses: tuple[str, ...] = ()
     encoder: Any = None
+    cls_token: bool = False
 
 
 #: Every registered architecture by name (import it from
 #: :mod:`selfattn.models.architectures`, which registers them all).
-ARCHITECTURES: dict[str, Architecture] = {}
+ARCHITECTURES: Registry[Architecture] = Registry("architecture")
 
 _O = TypeVar("_O", bound=type[ModelOptions])
 
@@ -67,6 +71,7 @@ def register_architecture(
     produces: set[Product],
     losses: tuple[str, ...] = (),
     encoder: Any = None,
+    cls_token: bool = False,
 ) -> Callable[[_O], _O]:
     """Class decorator: add an options class to :data:`ARCHITECTURES` as ``name``.
 
@@ -75,11 +80,10 @@ def register_architecture(
     """
 
     def register(cls: _O) -> _O:
-        if name in ARCHITECTURES and ARCHITECTURES[name].options is not cls:
-            raise ValueError(f"architecture {name!r} is already registered")
         if cls().architecture != name:
             raise ValueError(f"{cls.__name__}.architecture must default to {name!r}")
-        ARCHITECTURES[name] = Architecture(name, cls, summary, frozenset(produces), losses, encoder)
+        entry = Architecture(name, cls, summary, frozenset(produces), losses, encoder, cls_token)
+        ARCHITECTURES.add(name, entry)
         return cls
 
     return register
@@ -99,6 +103,11 @@ def architecture_named(name: str) -> Architecture:
             f"architecture), got {name!r}"
         )
     return ARCHITECTURES[name]
+
+
+def cls_architectures() -> tuple[str, ...]:
+    """The registered architectures that read a [CLS] vector (``pooling = "cls"``)."""
+    return tuple(name for name, entry in ARCHITECTURES.items() if entry.cls_token)
 
 
 def model_keys() -> tuple[str, ...]:

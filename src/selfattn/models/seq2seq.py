@@ -38,10 +38,6 @@ from torch import Tensor, nn
 
 from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.cache import DecoderCache
-from selfattn.data.specials import BOS_ID as BOS_ID  # re-exported: decoding reads it here
-from selfattn.data.specials import EOS_ID, NUM_SPECIALS
-from selfattn.data.specials import PAD_ID as PAD_ID  # re-exported: decoding reads it here
-from selfattn.data.specials import UNK_ID as UNK_ID  # re-exported: tests read it here
 from selfattn.models.config import StackConfig
 from selfattn.models.conformer import Conformer
 from selfattn.models.decoder import Decoder
@@ -56,6 +52,10 @@ from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqOutput, score_
 from selfattn.models.seq2seq_outputs import (  # re-exported: tests read them here
     Seq2SeqAttentionMaps as Seq2SeqAttentionMaps,
 )
+from selfattn.specials import BOS_ID as BOS_ID  # re-exported: decoding reads it here
+from selfattn.specials import EOS_ID, NUM_SPECIALS
+from selfattn.specials import PAD_ID as PAD_ID  # re-exported: decoding reads it here
+from selfattn.specials import UNK_ID as UNK_ID  # re-exported: tests read it here
 
 OutputKind = Literal["vocab", "pointer", "copy"]
 CrossLayers = Literal["last", "matching"]

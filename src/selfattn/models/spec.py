@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from selfattn.data.types import TaskType
+    from selfattn.datatypes import TaskType
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.models.encoders import SequenceEncoder
 from selfattn.models.registry import ARCHITECTURES
 from selfattn.positional import GRID_POSITIONAL

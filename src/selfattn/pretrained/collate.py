@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import torch
 
 from selfattn.data.batching.collate import Collator
-from selfattn.data.types import Batch, DataError, Example, Subwords
 from selfattn.data.vocab import LabelVocabulary
+from selfattn.datatypes import Batch, DataError, Example, Subwords
 from selfattn.pretrained.tokenizer import WordPieceTokenizer
 
 

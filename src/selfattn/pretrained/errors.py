@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 
 
 class PretrainedError(DataError):

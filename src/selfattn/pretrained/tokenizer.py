@@ -23,8 +23,8 @@ from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
 
-from selfattn.data.specials import IGNORE_INDEX
 from selfattn.pretrained.weights import PretrainedError, pretrained_folder
+from selfattn.specials import IGNORE_INDEX
 
 #: The special tokens every BERT vocabulary must hold.
 REQUIRED_SPECIALS = ("[CLS]", "[SEP]", "[PAD]")

@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from selfattn.data.fetch.cache import cache_root, member_path
 from selfattn.data.fetch.sources import PyPISource
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 from selfattn.pretrained.ct2_whisper import convert_ct2_whisper
 from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.onnx_distilbert import convert_quire_tagger

@@ -17,6 +17,9 @@ from __future__ import annotations
 # Every task type registers itself in TASKS when its module loads. They are imported here,
 # once: Python runs this file before any module of the package, so TASKS is full whichever
 # one a caller imports, and the road (run, predictor) never imports a task type itself.
+import importlib
+import pkgutil
+
 from selfattn.tasks.bits import BitsTask
 from selfattn.tasks.labelling import LabelTask
 from selfattn.tasks.metrics import compute_loss, evaluate, evaluate_regression, regression_loss
@@ -36,6 +39,10 @@ from selfattn.tasks.task import (
     task_named,
 )
 from selfattn.tasks.token import TokenTask
+
+# A task type in a module not named above (a new one: one more file here) registers now.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "TASKS",

@@ -25,11 +25,11 @@ from torch import Tensor, nn
 
 from selfattn.data import DatasetSplits, Example
 from selfattn.data.batching.splits import stratified_subset
-from selfattn.data.specials import IGNORE_INDEX
-from selfattn.data.types import DataError
-from selfattn.memory.copy_task import copy_inputs
+from selfattn.data.copy_task import copy_inputs
+from selfattn.datatypes import DataError
 from selfattn.models.bits import BitsBatch, build_bits_model, check_bits_model
 from selfattn.models.spec import TaskSpec
+from selfattn.specials import IGNORE_INDEX
 from selfattn.tasks.scored_data import DataFile, scored_examples
 from selfattn.tasks.task import AttentionFigure, Task, register_task
 

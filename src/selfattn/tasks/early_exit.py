@@ -18,9 +18,9 @@ from typing import Any, cast
 import torch
 from torch import Tensor
 
-from selfattn.data.specials import IGNORE_INDEX
-from selfattn.data.types import Batch
+from selfattn.datatypes import Batch
 from selfattn.models.early_exit import EXIT_CRITERIA, EarlyExitModel, confidence
+from selfattn.specials import IGNORE_INDEX
 
 #: The thresholds of ``selfattn eval --exit-sweep``: confidences in [0, 1].
 SWEEP_THRESHOLDS: tuple[float, ...] = (

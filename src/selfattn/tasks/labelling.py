@@ -43,11 +43,10 @@ from selfattn.data.batching.lengths import (
     window_spans,
 )
 from selfattn.data.batching.splits import dev_note, stratified_subset
-from selfattn.data.readers.formats import tokenize
+from selfattn.data.formats.text import tokenize
 from selfattn.data.readers.user_input import input_format
 from selfattn.data.recipes.images import image_shape
-from selfattn.data.specials import IGNORE_INDEX, NO_LABEL
-from selfattn.data.types import DataError, TaskType
+from selfattn.datatypes import DataError, TaskType
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import (
     TaskSpec,
@@ -55,6 +54,7 @@ from selfattn.models.task_model import (
     check_label_model,
     input_length_limit,
 )
+from selfattn.specials import IGNORE_INDEX, NO_LABEL
 from selfattn.tasks.memory_figure import memory_figure
 from selfattn.tasks.metrics import compute_loss, evaluate
 from selfattn.tasks.pretrained_text import PretrainedText, refuse_freeze

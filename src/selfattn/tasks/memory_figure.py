@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from selfattn.data import Batch, Example
-from selfattn.data.recipes.stories import END as STORY_END
 from selfattn.models.memory import MemoryTaskModel
+from selfattn.specials import STORY_END
 from selfattn.tasks.task import AttentionFigure
 
 

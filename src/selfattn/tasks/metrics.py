@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from selfattn.data.specials import IGNORE_INDEX
 from selfattn.models.act import PonderMeter
+from selfattn.specials import IGNORE_INDEX
 
 
 def compute_loss(logits: Tensor, labels: Tensor, label_smoothing: float = 0.0) -> Tensor:

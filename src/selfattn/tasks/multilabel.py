@@ -26,9 +26,9 @@ from torch import Tensor, nn
 
 from selfattn.config import Config
 from selfattn.data import Example
-from selfattn.data.specials import NO_LABELS
 from selfattn.models.act import PonderMeter
 from selfattn.models.spec import TaskSpec
+from selfattn.specials import NO_LABELS
 from selfattn.tasks.labelling import LabelTask
 from selfattn.tasks.scored_data import DataFile
 from selfattn.tasks.set_metrics import THRESHOLD, SetScores, label_set_loss, predicted_sets

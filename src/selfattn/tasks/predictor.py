@@ -18,7 +18,7 @@ from selfattn.data.readers.user_input import (
     describe_input,
     read_input,
 )
-from selfattn.data.types import Example
+from selfattn.datatypes import Example
 from selfattn.models.spec import TaskSpec
 from selfattn.tasks.inputs import text_inputs
 from selfattn.tasks.scored_data import DataFile

@@ -15,8 +15,8 @@ from typing import Any
 from torch import nn
 
 from selfattn.config import Config, DataConfig
-from selfattn.data.types import DataError, Example
 from selfattn.data.vocab import LabelVocabulary
+from selfattn.datatypes import DataError, Example
 from selfattn.models.option_groups import toml_value
 from selfattn.models.pretrained import PretrainedTaskModel, checkpoint_config
 from selfattn.pretrained.bert import CONFIG_FILE, BertConfig

@@ -23,9 +23,10 @@ from selfattn.config import Config
 from selfattn.data import DatasetSplits, Example, load_dataset
 from selfattn.data.batching.lengths import unit
 from selfattn.data.batching.splits import DEV_SEED
-from selfattn.data.types import InputKind, TaskType
+from selfattn.datatypes import InputKind, TaskType
 from selfattn.models.architectures import ARCHITECTURES
 from selfattn.models.spec import TaskSpec
+from selfattn.registries import Registry
 from selfattn.tasks.scored_data import DataFile
 
 EVAL_BATCH_SIZE = 64
@@ -308,17 +309,12 @@ def positions(example: Example) -> list[str]:
 _T = TypeVar("_T", bound=type[Task])
 
 #: Task types by name (the ``task`` of a :class:`TaskSpec`, a checkpoint's ``vocabs``).
-TASKS: dict[str, type[Task]] = {}
+TASKS: Registry[type[Task]] = Registry("task type")
 
 
 def register_task(cls: _T) -> _T:
     """Class decorator: add a task type to :data:`TASKS` under its ``name``."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} needs a non-empty class attribute 'name'")
-    if cls.name in TASKS and TASKS[cls.name] is not cls:
-        raise ValueError(f"task type {cls.name!r} is already registered")
-    TASKS[cls.name] = cls
-    return cls
+    return TASKS.add_class(cls)
 
 
 def task_named(name: str, config: Config, spec: TaskSpec | None = None) -> Task:
@@ -327,9 +323,7 @@ def task_named(name: str, config: Config, spec: TaskSpec | None = None) -> Task:
     Raises:
         ValueError: no such task type.
     """
-    if name not in TASKS:
-        raise ValueError(f"unknown task type {name!r}; choose one of {', '.join(sorted(TASKS))}")
-    return TASKS[name](config, spec)
+    return TASKS.named(name)(config, spec)
 
 
 def build_for_spec(config: Config, spec: TaskSpec) -> nn.Module:

@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from selfattn.data.specials import IGNORE_INDEX
+from selfattn.specials import IGNORE_INDEX
 
 T = TypeVar("T")
 #: The environment variables of a torchrun rank; all are needed to join the others.

@@ -16,14 +16,15 @@ dev loss; without a dev set, the lowest training loss). ``last/`` is also writte
 an epoch (``train.checkpoint_every``), and when Ctrl-C or SIGTERM stops the run at a step
 boundary (:class:`TrainingInterrupted`). ``resume=True`` continues from ``run_dir/last/``
 and ends in exactly the state an uninterrupted run reaches (:mod:`selfattn.train.start`).
-A training loss, dev metric or weights that are nan or ±inf stop the run
-(:class:`~selfattn.train.stop_rules.NotFinite`) before anything of them is saved, or, for
-the loss with ``train.nan_policy = "skip"``, skip the step.
+A training loss, dev metric or weights that are nan or ±inf stop the run before anything
+of them is saved, or, for the loss with ``train.nan_policy = "skip"``, skip the step
+(:mod:`~selfattn.train.nan_guard`).
 
 The loop's parts are modules of their own: :mod:`~selfattn.train.start` (claiming or
 resuming the run folder), :mod:`~selfattn.train.loop_state` (what a checkpoint stores),
 :mod:`~selfattn.train.step`, :mod:`~selfattn.train.stop_rules`,
-:mod:`~selfattn.train.save_rules`, :mod:`~selfattn.train.progress` (the console).
+:mod:`~selfattn.train.nan_guard`, :mod:`~selfattn.train.save_rules`,
+:mod:`~selfattn.train.progress` (the console).
 
 Started by torchrun (``WORLD_SIZE`` > 1), each process trains on its share of every batch
 and only rank 0 writes files and shows progress; the loop asks
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +58,7 @@ from selfattn.train.distributed import (
     world_from_env,
 )
 from selfattn.train.loop_state import LoopState, Parts
+from selfattn.train.nan_guard import NanGuard, schedule_step
 from selfattn.train.objective import Objective
 from selfattn.train.precision import tensor_float32
 from selfattn.train.progress import Progress, ProgressMode, StopOnSignal, opening_lines
@@ -68,11 +69,9 @@ from selfattn.train.save_rules import Saves, mid_epoch_save_due
 from selfattn.train.start import Started, TrainBatches, batches_to_train, start_run
 from selfattn.train.step import optimizer_step
 from selfattn.train.stop_rules import (
-    SKIPS_IN_A_ROW,
-    NotFinite,
     OutOfTime,
     TimeBudget,
-    not_finite_message,
+    interrupted,
     record_epoch,
     steps_done,
 )
@@ -192,6 +191,7 @@ class Trainer:
         self._out_of_time = False
         self.attention = attention
         self._board = Board(self.run_dir, enabled=False)
+        self._guard = NanGuard(self.run_dir, config.train, lambda: self._saves.saved)
 
     # ------------------------------------------------------------------ the run
 
@@ -266,11 +266,7 @@ class Trainer:
             except KeyboardInterrupt:  # a second Ctrl-C, or one outside our handler
                 if self._saves.saved is None:
                     raise
-                raise TrainingInterrupted(
-                    f"interrupted at once; the last checkpoint ({self._saves.saved}) is in "
-                    f"{self.run_dir / 'last'}",
-                    self.run_dir / "last",
-                ) from None
+                raise interrupted(None, self.run_dir, self._saves.saved) from None
         history = started.history
         best = next((h for h in history if h["epoch"] == state.best_epoch), None)
         model = started.parts.model
@@ -288,11 +284,7 @@ class Trainer:
             mean = sum(ran) / len(ran) if ran else 0.0
             if ran and self.dist.agree(self._budget.no_time_for(mean, time.monotonic()))[0]:
                 self._out_of_time = True
-                self._console.say(
-                    f"stopping after epoch {epoch}: another epoch (~{mean:.0f} s) would "
-                    f"pass train.max_minutes = {self.config.train.max_minutes:g}; "
-                    f"--resume goes on from {self.run_dir / 'last'}"
-                )
+                self._console.say(self._budget.epoch_refused(epoch, mean, self.run_dir))
                 break
             epoch_started = time.monotonic()
             batches = batches_to_train(started, epoch, self.train_batches)
@@ -300,19 +292,20 @@ class Trainer:
             started.history.append(line)
             # Metrics first: a crash before `last` is saved re-runs this epoch, and the
             # resumed run drops the lines of epochs later than its checkpoint.
-            if self.dist.is_main():
-                append_metrics(self.run_dir, line)
-                self._board.epoch(line, parts.model)
+            self._log_metrics(line, parts.model)
             self._saves.epoch_end(parts, state)
             self._console.epoch_end(line, epochs)
             ran.append(time.monotonic() - epoch_started)
             (stop,) = self.dist.agree(self._stop.requested)
             if stop and epoch + 1 < epochs and not state.stopped_early:
-                raise TrainingInterrupted(
-                    f"interrupted after epoch {epoch + 1} of {epochs}; checkpoint saved in "
-                    f"{self.run_dir / 'last'}",
-                    self.run_dir / "last",
-                )
+                raise interrupted(f"after epoch {epoch + 1} of {epochs}", self.run_dir)
+
+    def _log_metrics(self, line: dict[str, Any], model: nn.Module) -> None:
+        """Where every epoch's metrics line goes: ``run_dir/metrics.jsonl`` and the
+        TensorBoard events beside it (rank 0)."""
+        if self.dist.is_main():
+            append_metrics(self.run_dir, line)
+            self._board.epoch(line, model)
 
     # ------------------------------------------------------------------ one epoch
 
@@ -327,20 +320,14 @@ class Trainer:
             "train_loss": state.loss_sum / max(state.units, 1),
             "lr": max(parts.scheduler.get_last_lr()),
         }
-        if self.config.train.nan_policy == "skip":
+        if self._guard.skip:
             line["skipped_steps"] = state.skipped
         dev = None
         if self.dev_batches is not None:
             with self.dist.evaluating():  # every rank, the whole dev set: the same decisions
                 dev = self.objective.evaluate(parts.model, self.dev_batches(), device=self.device)
             line.update({f"dev_{key}": value for key, value in dev.items()})
-            bad = next((key for key, value in dev.items() if not math.isfinite(value)), None)
-            if bad is not None:
-                self._not_finite(
-                    f"the dev {bad} is {dev[bad]}",
-                    f"after epoch {state.epoch + 1}",
-                    before_updates=state.skipped_in_a_row == state.step,  # all skipped
-                )
+            self._guard.check_dev(dev, state)
         record_epoch(state, dev, line["train_loss"], self.config.train.patience)
         line["best_epoch"] = state.best_epoch
         line["tokens_per_s"] = state.tokens / max(state.train_seconds, 1e-9)
@@ -357,56 +344,31 @@ class Trainer:
         train_config = self.config.train
         epochs, steps = train_config.epochs, state.steps_per_epoch
         parts.model.train()
-        # The epoch's loss sum stays on the device, added to in float64 step by step as
-        # state.loss_sum was; reading it (state.loss_sum = float(...)) waits for the
-        # step, so off the CPU it is read for the console at most every LOSS_SECONDS and
-        # before anything saves or stops.
-        loss_sum = torch.tensor(state.loss_sum, dtype=torch.float64, device=self.device)
-        shown_at, shown = -math.inf, 0.0
-        # A loss that is not finite makes the sum so, and it is caught when the sum is
-        # read: at every step where reads are free, and with several processes (whose
-        # agree() waits for every step anyway, and who must all stop at the same step).
-        # Elsewhere the sum is read every LOSS_SECONDS and before every save, and the
-        # device keeps the step that made it so (from 1; 0: none yet) to name it.
+        # Reading the epoch's loss sum waits for the step: it is read at every step where
+        # reads are free and with several processes (whose agree() waits for every step
+        # anyway); elsewhere for the console at most every LOSS_SECONDS, and before
+        # anything saves or stops.
         every_step = _reads_are_free(self.device) or self.dist.size > 1
-        went_bad_at = torch.zeros((), dtype=torch.long, device=self.device)
-        skip = train_config.nan_policy == "skip"
-
-        def read_loss() -> None:
-            state.loss_sum = float(loss_sum)
-            if not math.isfinite(state.loss_sum):
-                step = state.batch if every_step else int(went_bad_at)
-                self._not_finite(
-                    f"the training loss is {state.loss_sum}",
-                    f"at epoch {epoch}, step {step} of {steps}",
-                    before_updates=epoch == 1 and step == 1,
-                )
-
+        loss = self._guard.epoch(state, self.device, every_step)
+        shown_at, shown = -math.inf, 0.0
         for item in batches:
             if steps_done(state, train_config.max_steps):  # ends this epoch early
                 break
             batch, counts = unpack(item)  # a rank's empty share of a batch counts 0
             n, tokens = (units(batch), batch.num_tokens) if counts else (0, 0)
             batch = batch.to(self.device, non_blocking=True)
-            totals = self._step(parts, batch, state.step, n, tokens, skip)
-            _schedule_step(parts, skipped=totals.skipped)
+            totals = self._step(parts, batch, state.step, n, tokens, self._guard.skip)
+            schedule_step(parts.scheduler, skipped=totals.skipped)
             state.step += 1
             state.batch += 1
-            if skip:
-                self._count_skip(
-                    state, totals.skipped, f"epoch {epoch}, step {state.batch} of {steps}"
-                )
-            loss_sum = loss_sum + totals.loss_sum
-            if not every_step:
-                went_bad = (went_bad_at == 0) & ~torch.isfinite(loss_sum)
-                went_bad_at = torch.where(went_bad, state.batch, went_bad_at)
+            loss.add(totals)  # counts a skipped step; too many in a row stop the run
             state.units += totals.units
             state.tokens += totals.tokens
             state.train_seconds = seconds_before + time.perf_counter() - started
             rate = state.tokens / max(state.train_seconds, 1e-9)
             now = time.monotonic()
             if _reads_are_free(self.device) or now - shown_at >= LOSS_SECONDS:
-                read_loss()
+                loss.read()
                 shown_at = now
                 shown = state.loss_sum / max(state.units, 1)
             self._console.step(f"{epoch}/{epochs}", state.batch, steps, shown, rate)
@@ -421,29 +383,21 @@ class Trainer:
                 self._budget.no_time_for(0.0, now),
             )
             if stop or save_due or out_of_time:
-                read_loss()
+                loss.read()
             if stop:
                 self._saves.within_epoch(parts, state)
-                raise TrainingInterrupted(
-                    f"interrupted at {self._saves.saved}; checkpoint saved in "
-                    f"{self.run_dir / 'last'}",
-                    self.run_dir / "last",
-                )
+                raise interrupted(f"at {self._saves.saved}", self.run_dir)
             ends_epoch = state.batch >= steps or steps_done(state, train_config.max_steps)
             if out_of_time and not ends_epoch:
                 self._saves.within_epoch(parts, state)
-                self._console.say(
-                    f"train.max_minutes = {train_config.max_minutes:g} passed at "
-                    f"{self._saves.saved} (that epoch is not scored); --resume goes on from "
-                    f"{self.run_dir / 'last'}"
-                )
+                self._console.say(self._budget.passed(self._saves.saved, self.run_dir))
                 raise OutOfTime
             if save_due:
                 self._saves.within_epoch(parts, state)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # the epoch's time includes its queued steps
             state.train_seconds = seconds_before + time.perf_counter() - started
-        read_loss()
+        loss.read()
 
     def _step(
         self, parts: Parts, batch: Any, step: int, n: int, tokens: int, skip: bool = False
@@ -453,34 +407,3 @@ class Trainer:
         return optimizer_step(
             parts, batch, step, n, tokens, self.dist, self.amp_dtype, clip, skip_not_finite=skip
         )
-
-    def _count_skip(self, state: LoopState, skipped: bool, where: str) -> None:
-        """Count a step that ``train.nan_policy = "skip"`` skipped (or the end of a run of
-        them); too many in a row stop the run."""
-        state.skipped += skipped
-        state.skipped_in_a_row = state.skipped_in_a_row + 1 if skipped else 0
-        if state.skipped_in_a_row >= SKIPS_IN_A_ROW:
-            self._not_finite(
-                f"{SKIPS_IN_A_ROW} steps in a row had a loss that is not finite",
-                f"(the last at {where})",
-            )
-
-    def _not_finite(self, what: str, where: str, *, before_updates: bool = False) -> None:
-        """Stop the run: ``what`` is nan or ±inf ``where``; nothing of it is saved."""
-        saved, train = self._saves.saved, self.config.train
-        message = not_finite_message(
-            what, where, saved, self.run_dir, train, before_updates=before_updates
-        )
-        raise NotFinite(message)
-
-
-def _schedule_step(parts: Parts, *, skipped: bool) -> None:
-    """Advance the learning-rate schedule (a skipped step still counts as a step)."""
-    if not skipped:
-        parts.scheduler.step()
-        return
-    with warnings.catch_warnings():
-        # PyTorch's warning that the schedule moved before the optimizer's first step:
-        # when that step was skipped, it did so on purpose.
-        warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step")
-        parts.scheduler.step()

@@ -2,7 +2,7 @@
 ``train.checkpoint_every`` steps (or every :data:`CHECKPOINT_SECONDS`), and at every epoch's
 end ``last``, ``best`` when the epoch is the best so far, and ``epoch-E`` for the last
 ``train.keep_epochs`` epochs. Weights that are not finite are never saved: the run stops
-instead (:class:`~selfattn.train.stop_rules.NotFinite`), and ``last`` keeps the latest
+instead (:class:`~selfattn.train.nan_guard.NotFinite`), and ``last`` keeps the latest
 checkpoint whose weights were.
 """
 
@@ -19,8 +19,8 @@ from selfattn.config import Config
 from selfattn.train.checkpoint import save_checkpoint
 from selfattn.train.distributed import Distributed
 from selfattn.train.loop_state import LoopState, Parts
+from selfattn.train.nan_guard import NotFinite, not_finite_message
 from selfattn.train.run_dir import epoch_checkpoint, prune_epoch_checkpoints
-from selfattn.train.stop_rules import NotFinite, not_finite_message
 
 #: ``train.checkpoint_every = None``: save ``last`` after this many seconds of training.
 CHECKPOINT_SECONDS = 120.0

@@ -1,7 +1,7 @@
 """When training stops before ``train.epochs``: early stopping (``train.patience``), a step
 count (``train.max_steps``), a wall-clock budget (``train.max_minutes``), Ctrl-C or
-SIGTERM (:class:`TrainingInterrupted`), and a loss, dev loss or weights that are not
-finite (:class:`NotFinite`, ``train.nan_policy``).
+SIGTERM (:class:`TrainingInterrupted`). A loss, dev loss or weights that are not finite
+stop it too (:mod:`~selfattn.train.nan_guard`).
 
 The rules are plain functions of the loop's state and of the times the loop reads from
 its one clock, so that they are tested without training.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from selfattn.config import TrainConfig
 from selfattn.train.loop_state import LoopState
 
 
@@ -28,44 +27,15 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.checkpoint = checkpoint
 
 
-#: ``train.nan_policy = "skip"``: this many skipped steps in a row stop the run anyway (the
-#: weights themselves have most likely gone bad, and every later step would be skipped).
-SKIPS_IN_A_ROW = 10
-
-
-class NotFinite(ValueError):
-    """A training loss, a dev metric or the weights are nan or ±inf: the run stops, and
-    nothing computed after the latest checkpoint of ``last`` is saved."""
-
-
-def not_finite_message(
-    what: str,
-    where: str,
-    saved: str | None,
-    run_dir: Path,
-    train: TrainConfig,
-    *,
-    before_updates: bool = False,
-) -> str:
-    """The one line a :class:`NotFinite` says: ``what`` went wrong ``where``, what the run
-    folder keeps (``saved``: the position of the latest ``last``, ``None``: nothing) and
-    what in ``train`` to change; ``before_updates``: no update preceded it, so the
-    learning rate is not the cause."""
-    kept = (
-        f"--resume goes on from {saved} ({run_dir / 'last'})"
-        if saved is not None
-        else "nothing was saved"
-    )
-    if before_updates:
-        advice = "no update came before it: check the data's numbers and the [model] settings"
-        return f"{what} {where}; training stopped and {kept}; {advice}"
-    changes = [f"lower train.lr (it is {train.lr:g})"]
-    if train.grad_clip is None:
-        changes.append("set train.grad_clip")
-    if train.nan_policy == "stop" and what.startswith("the training loss"):
-        changes.append('skip such steps with train.nan_policy = "skip"')
-    advice = ", ".join(changes[:-1]) + " or " + changes[-1] if len(changes) > 1 else changes[0]
-    return f"{what} {where}; training stopped and {kept}; {advice}"
+def interrupted(where: str | None, run_dir: Path, saved: str | None = None) -> TrainingInterrupted:
+    """Ctrl-C or SIGTERM stopped the run ``where`` (``"after epoch 1 of 3"``), just after
+    ``run_dir/last`` was saved; ``None``: at once, ``last`` holding ``saved``."""
+    last = run_dir / "last"
+    if where is None:
+        return TrainingInterrupted(
+            f"interrupted at once; the last checkpoint ({saved}) is in {last}", last
+        )
+    return TrainingInterrupted(f"interrupted {where}; checkpoint saved in {last}", last)
 
 
 class OutOfTime(Exception):
@@ -121,3 +91,21 @@ class TimeBudget:
         """Whether ``seconds`` more from ``now`` would end past the budget."""
         budget = self.max_minutes
         return budget is not None and now - self.started + seconds > budget * 60
+
+    def epoch_refused(self, epoch: int, seconds: float, run_dir: Path) -> str:
+        """The console's line when epoch ``epoch + 1`` (about ``seconds`` long) would pass
+        the budget."""
+        return (
+            f"stopping after epoch {epoch}: another epoch (~{seconds:.0f} s) would "
+            f"pass train.max_minutes = {self.max_minutes:g}; "
+            f"--resume goes on from {run_dir / 'last'}"
+        )
+
+    def passed(self, saved: str | None, run_dir: Path) -> str:
+        """The console's line when the budget passed within an epoch, ``last`` saved at
+        ``saved``."""
+        return (
+            f"train.max_minutes = {self.max_minutes:g} passed at "
+            f"{saved} (that epoch is not scored); --resume goes on from "
+            f"{run_dir / 'last'}"
+        )

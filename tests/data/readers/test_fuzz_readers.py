@@ -33,7 +33,7 @@ from PIL import Image
 from selfattn.data import DataError, Example, load_dataset
 from selfattn.data.readers.user_graphs import MAX_EDGES, MAX_NODES
 from selfattn.data.readers.user_input import InputDescription, describe_input, read_input
-from selfattn.data.types import DatasetSplits
+from selfattn.datatypes import DatasetSplits
 
 from ...helpers_data import GRAPH_INPUT as GRAPH
 from ...helpers_data import IMAGE_INPUT as IMAGE

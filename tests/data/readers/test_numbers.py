@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from selfattn.data import DataError, load_dataset
-from selfattn.data.readers.formats import read_npz, read_ts
+from selfattn.data.formats.numeric import read_npz, read_ts
 from selfattn.data.readers.user_description import InputDescription
 from selfattn.data.readers.user_vectors import read_vectors
 

@@ -11,7 +11,7 @@ from selfattn.data import load_dataset
 from selfattn.data.readers.label_sets import decoded_set
 from selfattn.data.recipes import Recipe
 from selfattn.data.recipes.constructions import CONSTRUCTIONS
-from selfattn.data.specials import NO_LABELS
+from selfattn.specials import NO_LABELS
 
 #: What the recipe's docstring and README say.
 PER_LABEL = {

@@ -27,7 +27,7 @@ from selfattn.data.recipes.phones import (
     plan,
     render,
 )
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 from selfattn.speech.alignment import SILENCE
 from selfattn.speech.features import SAMPLE_RATE
 

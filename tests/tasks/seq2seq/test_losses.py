@@ -16,8 +16,8 @@ from selfattn.data.batching.seq2seq_collate import (
     Seq2SeqCollator,
     target_vocabulary,
 )
-from selfattn.data.types import Example
 from selfattn.data.vocab import Vocabulary
+from selfattn.datatypes import Example
 from selfattn.models import StackConfig
 from selfattn.models.seq2seq import (
     BOS_ID,

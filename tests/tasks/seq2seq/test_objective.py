@@ -13,12 +13,12 @@ from selfattn.data.batching.seq2seq_collate import (
     Seq2SeqCollator,
     target_vocabulary,
 )
-from selfattn.data.specials import IGNORE_INDEX, PAD_ID
 from selfattn.data.vocab import Vocabulary
 from selfattn.models.registry import model_options
 from selfattn.models.seq2seq_builder import build_seq2seq_model
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import TaskSpec
+from selfattn.specials import IGNORE_INDEX, PAD_ID
 from selfattn.tasks.seq2seq import objective as objective_module
 from selfattn.tasks.seq2seq.objective import (
     Seq2SeqObjective,

@@ -2,7 +2,7 @@
 
 Padding is what the key-padding mask exists for: attention must not look at the filler
 positions, and the loss must not score them (their labels are
-:data:`~selfattn.data.specials.IGNORE_INDEX`, the value
+:data:`~selfattn.specials.IGNORE_INDEX`, the value
 ``torch.nn.functional.cross_entropy`` ignores by default).
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from selfattn.data.specials import IGNORE_INDEX, NO_LABEL, PAD_ID
-from selfattn.data.types import Batch, DataError, Example, TaskType
 from selfattn.data.vocab import CharVocabulary, LabelVocabulary, Vocabulary
+from selfattn.datatypes import Batch, DataError, Example, TaskType
+from selfattn.specials import IGNORE_INDEX, NO_LABEL, PAD_ID
 
 
 class Collator:

@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from selfattn.data.types import DataError, DatasetSplits, Example, TaskType
+from selfattn.datatypes import DataError, DatasetSplits, Example, TaskType
 from selfattn.messages import plural
 
 Overlong = Literal["refuse", "cut"]

@@ -7,7 +7,7 @@ predicts the next, so a target y₁ … yₙ becomes
     target_out = y₁ … yₙ EOS
 
 padded per batch (``IGNORE_INDEX`` in ``target_out`` is ignored by the loss). Ids follow
-one convention in every output space (:mod:`selfattn.data.specials`): ``<pad>`` 0,
+one convention in every output space (:mod:`selfattn.specials`): ``<pad>`` 0,
 ``<unk>`` 1, ``<bos>`` 2, ``<eos>`` 3.
 
 Three target kinds, matching the model's output layer:
@@ -29,7 +29,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from selfattn.data.specials import (
+from selfattn.data.vocab import Vocabulary
+from selfattn.datatypes import DataError, Example, moved
+from selfattn.specials import (
     BOS,
     BOS_ID,
     EOS,
@@ -40,8 +42,6 @@ from selfattn.data.specials import (
     UNK,
     UNK_ID,
 )
-from selfattn.data.types import DataError, Example, moved
-from selfattn.data.vocab import Vocabulary
 
 TargetKind = Literal["vocab", "pointer", "copy"]
 
@@ -92,7 +92,7 @@ class Seq2SeqBatch:
         return int((~self.source_padding).sum() + (~self.target_padding).sum())
 
     def to(self, device: torch.device | str, *, non_blocking: bool = False) -> Seq2SeqBatch:
-        """The same batch on ``device`` (``non_blocking``: :func:`selfattn.data.types.moved`)."""
+        """The same batch on ``device`` (``non_blocking``: :func:`selfattn.datatypes.moved`)."""
 
         def move(t: Tensor) -> Tensor:
             return moved(t, device, non_blocking)

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TypeVar
 
-from selfattn.data.types import DatasetSplits, Example
+from selfattn.datatypes import DatasetSplits, Example
 
 T = TypeVar("T")
 

@@ -26,7 +26,7 @@ from typing import IO
 
 from tqdm import tqdm
 
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 
 CACHE_ENV = "SELFATTN_CACHE"
 _CHUNK = 1 << 20

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from selfattn.data.fetch.cache import _find_verified, cache_root, keep_verified
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 
 
 def deb_dir(package: str, version: str) -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from selfattn.data.fetch.cache import fetch_member, member_path
 from selfattn.data.fetch.debian import deb_member_path, fetch_deb_members
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,6 @@
-"""Readers: file formats, the loading of a user's own files (or a recipe, by name), and a
-user's input to a trained model.
+"""Readers: the loading of a user's own files (or a recipe, by name) in the file formats
+of :mod:`selfattn.data.formats` and the ones below, and a user's input to a trained model.
 
-* :mod:`.formats` — ``word/TAG`` text, CoNLL-U, ``label,text`` CSV/TSV, ``.npz`` vector
-  sets, sktime ``.ts``, ``source<TAB>target`` parallel text;
 * :mod:`.audio` — WAV and FLAC files as samples, and the speech front end on a file;
 * :mod:`.wav_csv` — a CSV of WAV files and their labels;
 * :mod:`.loading` — :func:`~selfattn.data.readers.loading.load_dataset`;

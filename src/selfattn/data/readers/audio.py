@@ -16,7 +16,7 @@ import numpy as np
 import soundfile
 from torch import Tensor
 
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 from selfattn.speech.features import SAMPLE_RATE, log_mel, resample
 from selfattn.speech.frontend import STACK, speech_vectors
 

@@ -8,7 +8,7 @@ File format — one JSON object a line, blank lines skipped::
     {"text": "Buy them .", "labels": ["<none>"]}
 
 ``labels`` is a non-empty list of distinct strings; a set where no label applies is
-written ``["<none>"]`` (:data:`~selfattn.data.specials.NO_LABELS`), so that a forgotten
+written ``["<none>"]`` (:data:`~selfattn.specials.NO_LABELS`), so that a forgotten
 label list (``[]``) is an error rather than a silent "none of them". A label may not
 contain white space (a seq2seq target splits on it) or ``,`` (a prediction lists the set
 with it). Every problem is a one-line :class:`DataError` naming the file and line.
@@ -26,9 +26,9 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from selfattn.data.readers.formats import _lines, tokenize
-from selfattn.data.specials import NO_LABELS
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.data.formats.text import numbered_lines, tokenize
+from selfattn.datatypes import DataError, DatasetSplits, Example
+from selfattn.specials import NO_LABELS
 
 #: The characters a label may not contain, and why (the message's reason).
 SEPARATORS = {",": "',' separates the labels of a prediction"}
@@ -50,7 +50,7 @@ def read_label_sets(path: str | Path) -> list[Example]:
     """
     path = Path(path)
     examples = []
-    for lineno, line in _lines(path):
+    for lineno, line in numbered_lines(path):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"

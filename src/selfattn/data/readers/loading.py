@@ -20,22 +20,19 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from selfattn.data.batching.splits import dev_holdout
-from selfattn.data.readers.formats import (
-    FLOAT32_MAX,
-    float32_or_none,
+from selfattn.data.formats.numeric import FLOAT32_MAX, float32_or_none, read_npz, read_ts
+from selfattn.data.formats.text import (
     read_classification_csv,
     read_conllu,
-    read_npz,
     read_parallel,
     read_tagged,
-    read_ts,
 )
 from selfattn.data.readers.label_sets import label_set_targets, read_label_sets
 from selfattn.data.readers.phone_csv import PHONE_CSV_NAME, is_phone_csv, read_phone_csv
 from selfattn.data.readers.stories import is_story_file, read_stories
 from selfattn.data.readers.wav_csv import is_wav_csv, read_wav_csv
 from selfattn.data.recipes import RECIPES
-from selfattn.data.types import DataError, DatasetSplits, Example, InputKind, TaskType
+from selfattn.datatypes import DataError, DatasetSplits, Example, InputKind, TaskType
 from selfattn.messages import not_a_file
 
 _READERS: dict[str, Callable[[Path], list[Example]]] = {
@@ -72,7 +69,7 @@ def load_dataset(
     ``.npz`` (vector sets), ``.ts`` (sktime time series), ``.jsonl`` (texts with label
     sets, a multilabel task: :mod:`~selfattn.data.readers.label_sets`) — unless
     ``task="seq2seq"``: then every file but a ``.jsonl`` holds ``source<TAB>target``
-    lines (:func:`~selfattn.data.readers.formats.read_parallel`), and a ``.jsonl`` file's
+    lines (:func:`~selfattn.data.formats.text.read_parallel`), and a ``.jsonl`` file's
     (or a multilabel recipe's) label sets become targets in one canonical order
     (:func:`~selfattn.data.readers.label_sets.label_set_targets`). A ``.csv`` whose header is
     ``path,label`` (or a folder holding such a ``labels.csv``) lists WAV files instead,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from selfattn.data.readers.wav_csv import has_header, two_cell_rows
-from selfattn.data.types import DataError, Example
+from selfattn.datatypes import DataError, Example
 
 PHONE_CSV_HEADER = ("path", "phones")
 #: The manifest's name inside a folder given as the training data.

@@ -13,7 +13,7 @@ each new story)::
 A line with a tab is a question: the question, its answer, and the numbers of the facts
 the answer rests on (optional); every other line is a fact. An example is the story's
 facts so far (each ends with its ``.``) and then the question (ending with its ``?``),
-split into words and punctuation the way :func:`~selfattn.data.readers.formats.tokenize`
+split into words and punctuation the way :func:`~selfattn.data.formats.text.tokenize`
 splits text: what the ``qa1`` … ``qa3`` recipes make, and what
 ``model.architecture = "memn2n"`` reads (facts at ``.``, the question after the last).
 
@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from selfattn.data.readers.formats import _read_text, tokenize
-from selfattn.data.types import DataError, Example
+from selfattn.data.formats.text import read_text, tokenize
+from selfattn.datatypes import DataError, Example
 
 __all__ = ["is_story_file", "read_stories"]
 
@@ -36,7 +36,7 @@ _NUMBERED = re.compile(r"^(\d+) (.*)$")
 
 def is_story_file(path: Path) -> bool:
     """Whether ``path``'s first non-blank line is a numbered line (``1 Mary moved …``)."""
-    for line in _read_text(path).splitlines():
+    for line in read_text(path).splitlines():
         if line.strip():
             first = line.split(maxsplit=1)[0]
             return bool(_NUMBERED.match(line)) and "/" not in first
@@ -56,7 +56,7 @@ def read_stories(path: str | Path) -> list[Example]:
     facts: list[list[str]] = []
     numbers: dict[int, int] = {}  # a fact's line number → its index in the story
     previous = 0
-    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         match = _NUMBERED.match(line.strip("\r"))

@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 
 InputForm = Literal["text", "image", "speech", "molecule", "graph", "vectors"]
 

@@ -33,8 +33,8 @@ from selfattn.data.recipes.graphs import (
     molecule_example,
     read_sdf,
 )
-from selfattn.data.specials import NO_LABEL
-from selfattn.data.types import DataError, Example
+from selfattn.datatypes import DataError, Example
+from selfattn.specials import NO_LABEL
 
 _ATOM = re.compile(r"([A-Z][a-z]?)(?:([+-])(\d*))?")
 

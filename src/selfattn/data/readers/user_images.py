@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from selfattn.data.readers.user_description import InputDescription
-from selfattn.data.specials import NO_LABEL
-from selfattn.data.types import DataError, Example
+from selfattn.datatypes import DataError, Example
+from selfattn.specials import NO_LABEL
 
 #: The longest side read, in pixels (a phone's photo is 4032 × 3024), and the most the
 #: long side may exceed the short one: padding to the grid's proportions makes an

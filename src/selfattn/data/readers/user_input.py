@@ -10,7 +10,7 @@ as the solubility recipes make them. Two steps:
   the pipeline to store in the checkpoint;
 * predict time: :func:`describe_input` checks that dict against this code (a front end
   changed since training is refused, not silently misread), and :func:`read_input` turns
-  the argument into an :class:`~selfattn.data.types.Example`.
+  the argument into an :class:`~selfattn.datatypes.Example`.
 
 =========  =====================================  =======================================
 kind       trained on                             INPUT
@@ -76,7 +76,7 @@ from selfattn.data.recipes.espeak import ESPEAK_SOURCE
 from selfattn.data.recipes.graphs import DATAMOL
 from selfattn.data.recipes.images import image_shape as recorded_image_shape
 from selfattn.data.recipes.phones import PHONE_SOURCE
-from selfattn.data.types import DataError, DatasetSplits, Example, InputKind
+from selfattn.datatypes import DataError, DatasetSplits, Example, InputKind
 from selfattn.speech.frontend import N_MELS, STACK
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Any
 from selfattn.data.readers.audio import read_audio
 from selfattn.data.readers.user_description import InputDescription, check_width
 from selfattn.data.readers.wav_csv import is_wav_csv
-from selfattn.data.specials import NO_LABEL
-from selfattn.data.types import DataError, Example
+from selfattn.datatypes import DataError, Example
+from selfattn.specials import NO_LABEL
 from selfattn.speech.features import SAMPLE_RATE, num_frames
 from selfattn.speech.frontend import N_MELS, STACK, speech_vectors
 

@@ -2,7 +2,7 @@
 
 The arrays are those a recipe's example holds: ``features`` ``(L, F)``; graph models also
 ``edges`` ``(E, 2)`` and, where they have them, ``edge_features`` ``(E, D_e)``. A training
-file of one vector set (:func:`~selfattn.data.readers.formats.read_npz`: ``features``,
+file of one vector set (:func:`~selfattn.data.formats.numeric.read_npz`: ``features``,
 ``lengths``, ``labels``) reads too, through the same loader: no pickles, one-line errors.
 """
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from selfattn.data.readers.formats import FLOAT32_RANGE, as_float32, npz_arrays
+from selfattn.data.formats.numeric import FLOAT32_RANGE, as_float32, npz_arrays
 from selfattn.data.readers.user_description import InputDescription, check_width
-from selfattn.data.specials import NO_LABEL
-from selfattn.data.types import DataError, Example
+from selfattn.datatypes import DataError, Example
+from selfattn.specials import NO_LABEL
 
 
 def read_vectors(path: Path, description: InputDescription, source: str) -> Example:

@@ -13,7 +13,7 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-from selfattn.data.types import DataError, Example
+from selfattn.datatypes import DataError, Example
 
 WAV_CSV_HEADER = ("path", "label")
 

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from selfattn.data.batching.splits import shuffled, split_by_count
 from selfattn.data.fetch.sources import DebianPackage, DebianSource
-from selfattn.data.readers.formats import tokenize
+from selfattn.data.formats.text import tokenize
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.datatypes import DataError, DatasetSplits, Example
 
 #: ``(book osisID, chapter, verse)``, e.g. ``("Gen", 1, 1)``.
 VerseRef = tuple[str, int, int]

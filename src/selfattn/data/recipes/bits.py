@@ -26,7 +26,7 @@ import torch
 from selfattn.data.copy_task import copy_batch
 from selfattn.data.fetch.sources import GeneratedSource
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DatasetSplits, Example
+from selfattn.datatypes import DatasetSplits, Example
 
 BITS = 8
 MAX_REPEATS = 10

@@ -17,10 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from selfattn.data.batching.splits import split_by_position
-from selfattn.data.readers.formats import read_tagged
+from selfattn.data.formats.text import read_tagged
 from selfattn.data.recipes.pos import WSJ_LICENCE, WSJ_SOURCE
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DatasetSplits, Example
+from selfattn.datatypes import DatasetSplits, Example
 
 #: Each label and the Penn Treebank tags that show it.
 CONSTRUCTIONS: dict[str, frozenset[str]] = {

@@ -23,7 +23,7 @@ import numpy as np
 import soundfile
 
 from selfattn.data.fetch.sources import DebianPackage, DebianSource
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 
 #: espeak-ng's English accents (``lang/gmw/en*``).
 ACCENTS = (

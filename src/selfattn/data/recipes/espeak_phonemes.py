@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 
 # speak_lib.h of espeak-ng 1.51.
 _AUDIO_OUTPUT_SYNCHRONOUS = 2

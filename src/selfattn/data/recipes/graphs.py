@@ -1,7 +1,7 @@
 """Graphs as vector sets: molecules from SDF files and Zachary's karate club.
 
 Lecture 000 (§Graph): a graph is a set of node vectors plus edges that say which nodes
-may attend to which. An :class:`~selfattn.data.types.Example` holds the nodes as
+may attend to which. An :class:`~selfattn.datatypes.Example` holds the nodes as
 ``features (L, F)`` and the edges as ``edges (E, 2)`` (source, target) node numbers — an
 undirected bond is both directions — with optional ``edge_features (E, D_e)``.
 
@@ -18,7 +18,7 @@ undirected bond is both directions — with optional ``edge_features (E, D_e)``.
   karate club and their 78 friendships (networkx); which club each member joined. Nodes
   carry no features, so each gets a one-hot id (Kipf & Welling 2017's featureless set-up):
   all it knows of a node comes from who its friends are. Every split is the whole graph,
-  labelled only at that split's nodes (:data:`~selfattn.data.types.NO_LABEL` elsewhere):
+  labelled only at that split's nodes (:data:`~selfattn.datatypes.NO_LABEL` elsewhere):
   5 / 3 / 9 members of each club for train / dev / test (seed 0).
 
 The SDF reader takes the V2000 molfile blocks apart itself (no RDKit): a header of three
@@ -38,8 +38,8 @@ import numpy as np
 from selfattn.data.batching.splits import stratified_holdout
 from selfattn.data.fetch.sources import GeneratedSource, PyPISource
 from selfattn.data.registry import Recipe, register
-from selfattn.data.specials import NO_LABEL
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.datatypes import DataError, DatasetSplits, Example
+from selfattn.specials import NO_LABEL
 
 #: One-hot element of an atom; anything else (tin, once) is "other", the last column.
 ELEMENTS = ("C", "N", "O", "F", "P", "S", "Cl", "Br", "I")

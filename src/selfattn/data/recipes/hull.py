@@ -21,7 +21,7 @@ from scipy.spatial import ConvexHull
 
 from selfattn.data.fetch.sources import GeneratedSource
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DatasetSplits, Example
+from selfattn.datatypes import DatasetSplits, Example
 
 #: Examples per split of every ``convex-hull-N`` recipe.
 SPLIT_SIZES = {"train": 20_000, "dev": 500, "test": 1_000}

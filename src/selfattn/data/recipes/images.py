@@ -1,7 +1,7 @@
 """Image classification recipes: every image is a set of pixel vectors (lecture 000, §Image).
 
 The lecture's picture is a W × H × C tensor, i.e. W·H vectors of C values; so here each
-image is an :class:`~selfattn.data.types.Example` on ``vectors`` input whose ``features``
+image is an :class:`~selfattn.datatypes.Example` on ``vectors`` input whose ``features``
 are its pixels, row-major, ``(H·W, C)`` float32 scaled to [0, 1]. Any encoder can read
 that set as it is; the image models (ViT patches, 2-D positions, the ``cnn2d`` baseline,
 :mod:`selfattn.models.vision`) fold it back into its grid, which the recipe records as
@@ -35,7 +35,7 @@ from selfattn.data.recipes.lra import (
     lra_image_builder,
 )
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.datatypes import DataError, DatasetSplits, Example
 
 #: The key of ``DatasetSplits.extra`` that holds an image recipe's grid, ``"HxWxC"``.
 IMAGE_SHAPE_KEY = "image_shape"

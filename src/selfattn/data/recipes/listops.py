@@ -17,7 +17,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from selfattn.data.types import Example
+from selfattn.datatypes import Example
 
 MIN, MAX, MED, SUM_MOD, END = "[MIN", "[MAX", "[MED", "[SM", "]"
 OPERATORS = (MIN, MAX, MED, SUM_MOD)

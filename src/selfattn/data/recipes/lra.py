@@ -65,7 +65,7 @@ from selfattn.data.recipes.reviews import (
     rotten_tomatoes_splits,
 )
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.datatypes import DataError, DatasetSplits, Example
 
 Builder = Callable[[Recipe, list[Path]], DatasetSplits]
 SPLITS = ("train", "dev", "test")

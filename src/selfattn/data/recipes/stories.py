@@ -30,7 +30,8 @@ import numpy as np
 
 from selfattn.data.fetch.sources import GeneratedSource
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DatasetSplits, Example
+from selfattn.datatypes import DatasetSplits, Example
+from selfattn.specials import STORY_END, STORY_QUESTION
 
 PEOPLE = ("mary", "john", "daniel", "sandra")
 PLACES = ("bathroom", "hallway", "garden", "office", "bedroom", "kitchen")
@@ -39,9 +40,6 @@ MOVES = ("moved to", "went to", "journeyed to", "travelled to", "went back to")
 GRABS = ("got", "picked up", "grabbed", "took")
 DROPS = ("dropped", "put down", "discarded", "left")
 
-#: Facts end with this token, questions with ``?``: a memory network splits stories here.
-END = "."
-QUESTION = "?"
 #: Questions per story (as in bAbI) and the most facts a story grows to.
 QUESTIONS_PER_STORY = 5
 MAX_FACTS = {1: 20, 2: 40, 3: 60}
@@ -77,7 +75,7 @@ class _World:
         return options[int(self.rng.integers(len(options)))]
 
     def tell(self, *words: str) -> int:
-        self.facts.append((*" ".join(words).split(), END))
+        self.facts.append((*" ".join(words).split(), STORY_END))
         return len(self.facts) - 1
 
     def move(self) -> None:
@@ -130,7 +128,7 @@ class _World:
             return None
         person = self.choice(known)
         place, fact = self.where[person]
-        return Question(("where", "is", person, QUESTION), place, (fact,), len(self.facts))
+        return Question(("where", "is", person, STORY_QUESTION), place, (fact,), len(self.facts))
 
     def where_is_object(self) -> Question | None:
         known = sorted(set(self.holder) | set(self.resting))
@@ -144,7 +142,7 @@ class _World:
         else:
             place, support = self.resting[thing]
             support = tuple(sorted(support))
-        words = ("where", "is", "the", thing, QUESTION)
+        words = ("where", "is", "the", thing, STORY_QUESTION)
         return Question(words, place, support, len(self.facts))
 
     def where_was_object(self) -> Question | None:
@@ -161,7 +159,7 @@ class _World:
         places = self.history[thing]
         (before, first), (after, second) = places[index - 1], places[index]
         support = tuple(sorted({*first, *second}))
-        words = ("where", "was", "the", thing, "before", "the", after, QUESTION)
+        words = ("where", "was", "the", thing, "before", "the", after, STORY_QUESTION)
         return Question(words, before, support, len(self.facts))
 
 

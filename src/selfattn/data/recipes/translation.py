@@ -19,11 +19,11 @@ from pathlib import Path
 
 from selfattn.data.batching.splits import shuffled, split_by_count
 from selfattn.data.fetch.sources import DebianPackage, DebianSource
-from selfattn.data.readers.formats import _lines, tokenize
+from selfattn.data.formats.text import numbered_lines, tokenize
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DataError, DatasetSplits, Example
+from selfattn.datatypes import DataError, DatasetSplits, Example
 
-#: Longest side kept, in tokens (after :func:`~selfattn.data.readers.formats.tokenize`).
+#: Longest side kept, in tokens (after :func:`~selfattn.data.formats.text.tokenize`).
 MAX_TOKENS = 40
 MIN_WORDS = 3
 
@@ -134,7 +134,7 @@ def read_ding_sentences(path: str | Path) -> list[Example]:
 
 
 def _alternatives(path: Path) -> Iterator[tuple[int, str, str]]:
-    for lineno, line in _lines(path):
+    for lineno, line in numbered_lines(path):
         for german, english in _raw_alternatives(line):
             # Most alternatives are words or phrases with no sentence mark at all; skip
             # them before the (comparatively slow) annotation stripping.

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from selfattn.data.batching.splits import stratified_holdout
 from selfattn.data.fetch.sources import PyPISource
-from selfattn.data.readers.formats import read_ts
+from selfattn.data.formats.numeric import read_ts
 from selfattn.data.registry import Recipe, register
-from selfattn.data.types import DatasetSplits
+from selfattn.datatypes import DatasetSplits
 
 
 def _build_speaker_jv(recipe: Recipe, paths: list[Path]) -> DatasetSplits:

@@ -1,11 +1,13 @@
 """One file per ``model.architecture``, each registering its options class (exactly the
 fields it reads) in :data:`~selfattn.models.registry.ARCHITECTURES`. Importing this
-package imports them all, so the table is full; a new architecture is one more file here
-and one line below.
+package imports them all, so the table is full: a new architecture is one more file here
+(the shipped ones are also named below, for their options classes and the table's order).
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any
 
 from selfattn.models.architectures.bigru import BiGRUOptions
@@ -23,6 +25,10 @@ from selfattn.models.architectures.transformer import TransformerOptions
 from selfattn.models.encoders import SequenceEncoder
 from selfattn.models.option_groups import EncoderOptions
 from selfattn.models.registry import ARCHITECTURES, Architecture
+
+# Every module here registers an architecture: those not named above register now.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def vector_encoders() -> dict[str, Any]:

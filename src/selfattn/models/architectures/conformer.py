@@ -27,6 +27,7 @@ class ConformerSequenceEncoder(AttentionSequenceEncoder):
     summary="Conformer blocks: self-attention + a convolution of kernel 2·window_k + 1",
     produces={"vectors", "encoder_stack"},
     losses=('ponder cost (halting = "act")', "every block's exit loss (exit_heads)"),
+    cls_token=True,
 )
 @dataclass(frozen=True)
 class ConformerOptions(AttentionStackOptions):

@@ -26,6 +26,7 @@ class TransformerSequenceEncoder(AttentionSequenceEncoder):
     summary="self-attention blocks: every vector considers the whole set at once",
     produces={"vectors", "encoder_stack"},
     losses=('ponder cost (halting = "act")', "every block's exit loss (exit_heads)"),
+    cls_token=True,
 )
 @dataclass(frozen=True)
 class TransformerOptions(AttentionStackOptions):

@@ -26,8 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from selfattn.data.specials import IGNORE_INDEX
 from selfattn.models.seq2seq import Seq2SeqOutput
+from selfattn.specials import IGNORE_INDEX
 from selfattn.tasks.seq2seq.sampling import (
     SCHEDULES,
     SamplingSchedule,

@@ -23,10 +23,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
-from selfattn.data.specials import IGNORE_INDEX
 from selfattn.models.seq2seq import BOS_ID, PAD_ID, EncodedSource
 from selfattn.models.seq2seq_builder import Seq2SeqModel
 from selfattn.models.seq2seq_options import Seq2SeqConfig
+from selfattn.specials import IGNORE_INDEX
 from selfattn.tasks.seq2seq.losses import (
     attention_for_regularisers,
     coverage_loss,

@@ -32,11 +32,11 @@ from torch import Tensor
 
 from selfattn.config import TrainConfig
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
-from selfattn.data.specials import IGNORE_INDEX
 from selfattn.decoding import beam_search, sample
 from selfattn.models.seq2seq import BOS_ID, EOS_ID, PAD_ID
 from selfattn.models.seq2seq_builder import Seq2SeqModel
 from selfattn.models.seq2seq_options import Seq2SeqConfig
+from selfattn.specials import IGNORE_INDEX
 from selfattn.tasks.seq2seq.objective import Seq2SeqObjective, encode_batch
 from selfattn.tasks.seq2seq.scoring import token_error_rate
 

@@ -30,9 +30,8 @@ from selfattn.data.batching.splits import dev_note, stratified_subset
 from selfattn.data.readers.label_sets import LABEL_SET_TARGETS, decoded_set
 from selfattn.data.readers.user_input import input_format
 from selfattn.data.recipes import RECIPES
-from selfattn.data.specials import BOS, EOS, UNK
-from selfattn.data.types import TaskType
 from selfattn.data.vocab import train_bpe
+from selfattn.datatypes import TaskType
 from selfattn.models.seq2seq_builder import (
     SEQ2SEQ_MODELS,
     Seq2SeqModel,
@@ -40,6 +39,7 @@ from selfattn.models.seq2seq_builder import (
     check_seq2seq_model,
 )
 from selfattn.models.task_model import TaskSpec, check_fields
+from selfattn.specials import BOS, EOS, UNK
 from selfattn.tasks.scored_data import DataFile, scored_examples
 from selfattn.tasks.seq2seq.maps import seq2seq_figures
 from selfattn.tasks.seq2seq.objective import Seq2SeqObjective, encode_batch

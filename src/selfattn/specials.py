@@ -1,7 +1,8 @@
 """The special tokens, ids and labels every vocabulary, collator, model and loss agrees on.
 
-Defined here once, so that a vocabulary's ``<pad>`` and a model's padding index, or a
-collator's ignored label and a loss's ``ignore_index``, cannot drift apart.
+Defined here once, below both the models and the data, so that a vocabulary's ``<pad>``
+and a model's padding index, or a collator's ignored label and a loss's
+``ignore_index``, cannot drift apart.
 
 Ids follow one convention in every token space: ``<pad>`` 0, ``<unk>`` 1; a seq2seq
 target space adds ``<bos>`` 2 and ``<eos>`` 3, and its real tokens (or, in pointer mode,
@@ -27,6 +28,11 @@ NO_LABEL = "<no-label>"
 #: (a target needs one token before its end), and how a user's multi-label file says so.
 NO_LABELS = "<none>"
 
+#: A story's facts end with this token, its questions with :data:`STORY_QUESTION`: the
+#: stories recipe writes them, and a memory network splits stories there.
+STORY_END = "."
+STORY_QUESTION = "?"
+
 __all__ = [
     "BOS",
     "BOS_ID",
@@ -38,6 +44,8 @@ __all__ = [
     "NUM_SPECIALS",
     "PAD",
     "PAD_ID",
+    "STORY_END",
+    "STORY_QUESTION",
     "UNK",
     "UNK_ID",
 ]
