@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,7 @@ from selfattn.train.nan_guard import NanGuard, schedule_step
 from selfattn.train.objective import Objective
 from selfattn.train.precision import tensor_float32
 from selfattn.train.progress import Progress, ProgressMode, StopOnSignal, opening_lines
+from selfattn.train.result import TrainResult as TrainResult  # re-exported
 from selfattn.train.rng import seed_everything as seed_everything  # re-exported
 from selfattn.train.run_dir import METRICS_FILE as METRICS_FILE  # re-exported
 from selfattn.train.run_dir import append_metrics
@@ -85,28 +85,6 @@ TIMING_KEYS = ("tokens_per_s", "seconds")
 #: Off the CPU the console's running loss is read (which waits for the device) at most
 #: this often.
 LOSS_SECONDS = 1.0
-
-
-@dataclass
-class TrainResult:
-    """What :func:`train` returns.
-
-    Attributes:
-        model: the model after the last epoch run (the best one is in ``run_dir/best``).
-        history: every epoch's metrics line, including those before a resume.
-        best: the metrics line of the best epoch (``None`` if no epoch ran).
-        stopped_early: training stopped for lack of improvement (``patience``).
-        run_dir: where checkpoints and metrics are.
-        out_of_time: ``train.max_minutes`` ended the run before ``train.epochs`` (or
-            early stopping); ``--resume`` goes on from ``last``.
-    """
-
-    model: nn.Module
-    history: list[dict[str, Any]]
-    best: dict[str, Any] | None
-    stopped_early: bool
-    run_dir: Path
-    out_of_time: bool = False
 
 
 def train(
