@@ -15,7 +15,6 @@ from selfattn.config import load_config
 from selfattn.data.batching.lengths import unit
 from selfattn.data.types import Example
 from selfattn.messages import plural
-from selfattn.pretrained.transcribe import transcribe
 from selfattn.pretrained.whisper import is_whisper_checkpoint
 from selfattn.tasks import Predictor, run
 from selfattn.tasks.run import batches_per_epoch, prepare
@@ -315,13 +314,9 @@ def run_predict(args: argparse.Namespace) -> int:
     of a recording."""
     options = decoding_options(args)
     if is_whisper_checkpoint(args.checkpoint):
-        if options or args.truncate:
-            raise ValueError(
-                f"{args.checkpoint}: a Whisper checkpoint decodes greedily here; drop "
-                "--beam, --sample, --temperature, --truncate and the like"
-            )
-        print(transcribe(args.checkpoint, args.text))
-        return 0
+        from selfattn.cli.whisper_cmd import run_whisper_predict
+
+        return run_whisper_predict(args, options)
     predictor = Predictor(args.checkpoint)
     for example in predictor.read(args.text, command="predict"):
         print(predictor.predict(fitted(predictor, example, args), **options))

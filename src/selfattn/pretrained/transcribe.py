@@ -20,7 +20,7 @@ log-probability below :data:`LOG_PROB_THRESHOLD` (noise).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +46,7 @@ __all__ = [
     "NO_SPEECH_THRESHOLD",
     "SILENCE_PEAK",
     "Decoded",
+    "SearchFn",
     "Transcriber",
     "WhisperTokenizer",
     "greedy_tokens",
@@ -208,20 +209,41 @@ def greedy_tokens(
     return Decoded(emitted, log_prob / max(1, len(emitted) + 1), no_speech)
 
 
+#: How a :class:`Transcriber` decodes one recording: the model, its ``(n_mels, F)``
+#: log-mel frames, the task prefix and ``<|nocaptions|>``'s id → what it found. Greedy
+#: here (:func:`greedy_search`); beam search and sampling in :mod:`selfattn.decoding.whisper`.
+SearchFn = Callable[[WhisperModel, Tensor, list[int], int | None], Decoded]
+
+
+def greedy_search(
+    model: WhisperModel, features: Tensor, prefix: list[int], no_speech_id: int | None
+) -> Decoded:
+    """:func:`greedy_tokens` as a :data:`SearchFn`."""
+    return greedy_tokens(model, features, prefix, no_speech_id=no_speech_id)
+
+
 class Transcriber:
     """A loaded Whisper checkpoint and its tokenizer, to transcribe many recordings.
 
     Args:
         folder_or_name: ``"whisper-base"`` or a Hugging Face Whisper folder.
         language: the language token of the task prefix (``"en"``).
+        search: how each recording is decoded (default greedy).
 
     Raises:
         PretrainedError: not a Whisper folder, a tensor missing or mis-shaped, or a
             tokenizer without Whisper's special tokens (one line).
     """
 
-    def __init__(self, folder_or_name: str | Path, *, language: str = "en") -> None:
+    def __init__(
+        self,
+        folder_or_name: str | Path,
+        *,
+        language: str = "en",
+        search: SearchFn = greedy_search,
+    ) -> None:
         folder = pretrained_folder(folder_or_name)
+        self.search = search
         self.folder = folder
         self.tokenizer = WhisperTokenizer.from_folder(folder)
         self.prefix = self.tokenizer.prefix(language)
@@ -254,9 +276,7 @@ class Transcriber:
         features = whisper_log_mel(
             samples, n_mels=self.model.config.num_mel_bins, num_samples=num_samples
         )
-        decoded = greedy_tokens(
-            self.model, features, self.prefix, no_speech_id=self.tokenizer.no_speech_id
-        )
+        decoded = self.search(self.model, features, self.prefix, self.tokenizer.no_speech_id)
         return "" if decoded.is_silence else self.tokenizer.decode(decoded.ids)
 
 

@@ -1,0 +1,53 @@
+"""``selfattn predict whisper-base recording.wav``: a Whisper checkpoint transcribes a
+recording, decoded greedily, by beam search (``--beam K``) or by sampling (``--sample``
+with ``--temperature``, ``--top-k``, ``--top-p``, ``--seed``), through selfattn's own
+decoders (:mod:`selfattn.decoding.whisper`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from selfattn.decoding.whisper import whisper_search
+from selfattn.pretrained.transcribe import SearchFn, Transcriber
+
+#: The decoding options a Whisper checkpoint reads (the others are the task models').
+_READ = {"method", "beam_size", "temperature", "top_k", "top_p", "seed"}
+
+
+def whisper_searcher(options: dict[str, Any]) -> SearchFn:
+    """The search the command line's decoding ``options`` ask for.
+
+    Raises:
+        ValueError: an option Whisper does not read (``--nat``, ``--length-scale``,
+            ``--threshold``), or a bad value (one line).
+    """
+    unread = sorted(set(options) - _READ)
+    method = options.get("method", "greedy")
+    if method == "nat" or unread:
+        name = "--nat" if method == "nat" else "--" + unread[0].replace("_", "-")
+        raise ValueError(
+            f"{name} does not apply to a Whisper checkpoint (it reads --greedy, --beam, "
+            "--sample, --temperature, --top-k, --top-p and --seed)"
+        )
+    sampling = {"temperature", "top_k", "top_p", "seed"} & set(options)
+    if sampling and method != "sample":
+        name = "--" + sorted(sampling)[0].replace("_", "-")
+        raise ValueError(f"{name} needs --sample")
+    return whisper_search(
+        method,
+        beam_size=options.get("beam_size", 5),
+        temperature=options.get("temperature", 1.0),
+        top_k=options.get("top_k"),
+        top_p=options.get("top_p"),
+        seed=options.get("seed", 0),
+    )
+
+
+def run_whisper_predict(args: argparse.Namespace, options: dict[str, Any]) -> int:
+    """Print the transcript of ``args.text``, a recording."""
+    if args.truncate:
+        raise ValueError(f"{args.checkpoint}: --truncate does not apply to a Whisper checkpoint")
+    transcriber = Transcriber(args.checkpoint, search=whisper_searcher(options))
+    print(transcriber(args.text))
+    return 0
