@@ -11,6 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from selfattn.cli.exit_cmd import add_exit_arguments, exit_requested, run_exit_eval
+from selfattn.cli.whisper_cmd import (
+    add_whisper_arguments,
+    refuse_whisper_arguments,
+    run_whisper_predict,
+)
 from selfattn.config import load_config
 from selfattn.data.batching.lengths import unit
 from selfattn.data.types import Example
@@ -293,6 +298,7 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("text", metavar="INPUT", help=INPUT_HELP)
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
+    add_whisper_arguments(parser)
 
 
 def fitted(predictor: Predictor, example: Example, args: argparse.Namespace) -> Example:
@@ -314,9 +320,8 @@ def run_predict(args: argparse.Namespace) -> int:
     of a recording."""
     options = decoding_options(args)
     if is_whisper_checkpoint(args.checkpoint):
-        from selfattn.cli.whisper_cmd import run_whisper_predict
-
         return run_whisper_predict(args, options)
+    refuse_whisper_arguments(args)
     predictor = Predictor(args.checkpoint)
     for example in predictor.read(args.text, command="predict"):
         print(predictor.predict(fitted(predictor, example, args), **options))

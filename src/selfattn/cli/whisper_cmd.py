@@ -1,7 +1,9 @@
 """``selfattn predict whisper-base recording.wav``: a Whisper checkpoint transcribes a
 recording, decoded greedily, by beam search (``--beam K``) or by sampling (``--sample``
 with ``--temperature``, ``--top-k``, ``--top-p``, ``--seed``), through selfattn's own
-decoders (:mod:`selfattn.decoding.whisper`)."""
+decoders (:mod:`selfattn.decoding.whisper`); ``--chunk`` reads a recording longer than
+30 s window by window, ``--trim`` only the recording's frames, ``--encoder-window W`` with
+truncated self-attention in the encoder."""
 
 from __future__ import annotations
 
@@ -13,6 +15,42 @@ from selfattn.pretrained.transcribe import SearchFn, Transcriber
 
 #: The decoding options a Whisper checkpoint reads (the others are the task models').
 _READ = {"method", "beam_size", "temperature", "top_k", "top_p", "seed"}
+
+
+def add_whisper_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a Whisper checkpoint (other checkpoints refuse them)."""
+    group = parser.add_argument_group("Whisper checkpoints (others refuse these)")
+    group.add_argument(
+        "--chunk",
+        action="store_true",
+        help="transcribe a recording longer than 30 s in 30 s windows cut at quiet moments "
+        "(default: refuse it)",
+    )
+    group.add_argument(
+        "--trim",
+        action="store_true",
+        help="the encoder reads only the recording's frames (rounded up to whole seconds) "
+        "instead of Whisper's fixed 30 s: faster on short recordings",
+    )
+    group.add_argument(
+        "--encoder-window",
+        type=int,
+        metavar="W",
+        help="truncated self-attention in the encoder: each position reads the W positions "
+        "(20 ms each) on either side only",
+    )
+
+
+def refuse_whisper_arguments(args: argparse.Namespace) -> None:
+    """Refuse a Whisper option given for another checkpoint.
+
+    Raises:
+        ValueError: one line naming the option.
+    """
+    for name in ("chunk", "trim", "encoder_window"):
+        if getattr(args, name, None) not in (None, False):
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{args.checkpoint}: {flag} applies to Whisper checkpoints only")
 
 
 def whisper_searcher(options: dict[str, Any]) -> SearchFn:
@@ -48,6 +86,12 @@ def run_whisper_predict(args: argparse.Namespace, options: dict[str, Any]) -> in
     """Print the transcript of ``args.text``, a recording."""
     if args.truncate:
         raise ValueError(f"{args.checkpoint}: --truncate does not apply to a Whisper checkpoint")
-    transcriber = Transcriber(args.checkpoint, search=whisper_searcher(options))
+    transcriber = Transcriber(
+        args.checkpoint,
+        search=whisper_searcher(options),
+        chunk=args.chunk,
+        trim=args.trim,
+        encoder_window=args.encoder_window,
+    )
     print(transcriber(args.text))
     return 0
