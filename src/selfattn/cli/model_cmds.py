@@ -14,6 +14,7 @@ from selfattn.cli.exit_cmd import add_exit_arguments, exit_requested, run_exit_e
 from selfattn.cli.whisper_cmd import (
     add_whisper_arguments,
     refuse_whisper_arguments,
+    run_whisper_attention,
     run_whisper_predict,
 )
 from selfattn.config import load_config
@@ -293,7 +294,7 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
         "checkpoint",
         type=Path,
         help="a run folder or a checkpoint folder; or whisper-base (or a Hugging Face "
-        "Whisper folder) to transcribe a recording of at most 30 s",
+        "Whisper folder) to transcribe a recording (over 30 s: with --chunk)",
     )
     parser.add_argument("text", metavar="INPUT", help=INPUT_HELP)
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
@@ -330,7 +331,12 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def add_attention_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn attention``."""
-    parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
+    parser.add_argument(
+        "checkpoint",
+        type=Path,
+        help="a run folder or a checkpoint folder; or whisper-base (or a Hugging Face "
+        "Whisper folder): its cross-attention over a recording",
+    )
     parser.add_argument(
         "text",
         metavar="INPUT",
@@ -354,12 +360,16 @@ def add_attention_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
+    add_whisper_arguments(parser)
 
 
 def run_attention(args: argparse.Namespace) -> int:
     """Write every layer's and head's attention maps for one input: one image per kind
     of attention the model has."""
     options = decoding_options(args)
+    if is_whisper_checkpoint(args.checkpoint):
+        return run_whisper_attention(args, options)
+    refuse_whisper_arguments(args)
     predictor = Predictor(args.checkpoint)
     examples = predictor.read(args.text, command="attention")
     if len(examples) != 1:

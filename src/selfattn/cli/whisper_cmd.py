@@ -3,15 +3,19 @@ recording, decoded greedily, by beam search (``--beam K``) or by sampling (``--s
 with ``--temperature``, ``--top-k``, ``--top-p``, ``--seed``), through selfattn's own
 decoders (:mod:`selfattn.decoding.whisper`); ``--chunk`` reads a recording longer than
 30 s window by window, ``--trim`` only the recording's frames, ``--encoder-window W`` with
-truncated self-attention in the encoder."""
+truncated self-attention in the encoder. ``selfattn attention whisper-base recording.wav``
+draws the decoder's cross-attention over the recording: the alignment picture."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from selfattn.decoding.whisper import whisper_search
 from selfattn.pretrained.transcribe import SearchFn, Transcriber
+from selfattn.pretrained.whisper_attention import cross_attention
+from selfattn.viz import plot_attention
 
 #: The decoding options a Whisper checkpoint reads (the others are the task models').
 _READ = {"method", "beam_size", "temperature", "top_k", "top_p", "seed"}
@@ -82,16 +86,43 @@ def whisper_searcher(options: dict[str, Any]) -> SearchFn:
     )
 
 
-def run_whisper_predict(args: argparse.Namespace, options: dict[str, Any]) -> int:
-    """Print the transcript of ``args.text``, a recording."""
+def _transcriber(args: argparse.Namespace, options: dict[str, Any]) -> Transcriber:
+    """The transcriber the command line asks for."""
     if args.truncate:
         raise ValueError(f"{args.checkpoint}: --truncate does not apply to a Whisper checkpoint")
-    transcriber = Transcriber(
+    return Transcriber(
         args.checkpoint,
         search=whisper_searcher(options),
         chunk=args.chunk,
         trim=args.trim,
         encoder_window=args.encoder_window,
     )
-    print(transcriber(args.text))
+
+
+def run_whisper_predict(args: argparse.Namespace, options: dict[str, Any]) -> int:
+    """Print the transcript of ``args.text``, a recording."""
+    print(_transcriber(args, options)(args.text))
+    return 0
+
+
+def run_whisper_attention(args: argparse.Namespace, options: dict[str, Any]) -> int:
+    """Draw every decoder layer's cross-attention (tokens × the recording's encoder
+    positions, 20 ms each) for ``args.text``, a recording, into ``args.output``."""
+    if args.stats or args.chunk:
+        flag = "--stats" if args.stats else "--chunk"
+        raise ValueError(f"{args.checkpoint}: {flag} does not apply to a Whisper checkpoint")
+    alignment = cross_attention(_transcriber(args, options), args.text)
+    seconds = alignment.positions * alignment.seconds_per_position
+    keys = [f"{i * alignment.seconds_per_position:.2f} s" for i in range(alignment.positions)]
+    written = plot_attention(
+        alignment.recording_maps(),
+        alignment.tokens,
+        args.output,
+        title=f"{Path(args.text).name}: {alignment.text!r}; keys: {seconds:.2f} s of audio, "
+        "20 ms each",
+        key_tokens=keys,
+        layer_name="decoder layer",
+    )
+    layers, heads = len(alignment.maps), alignment.maps[0].shape[0]
+    print(f"wrote {written}: cross-attention ({layers} decoder layers × {heads} heads)")
     return 0

@@ -208,11 +208,11 @@ class WhisperEncoder(nn.Module):
         """
         if window is not None and window < 0:
             raise ValueError(f"the encoder's window must be at least 0, got {window}")
-        layers = list(self.stack.layers)
+        attentions = [layer.get_submodule("self_attn") for layer in self.stack.layers]
         if self._full_kernels is None:
-            self._full_kernels = [layer.self_attn.kernel for layer in layers]
-        for layer, full in zip(layers, self._full_kernels, strict=True):
-            layer.self_attn.kernel = full if window is None else WindowKernel(window)
+            self._full_kernels = [attention.get_submodule("kernel") for attention in attentions]
+        for attention, full in zip(attentions, self._full_kernels, strict=True):
+            attention.kernel = full if window is None else WindowKernel(window)
         self.window = window
 
 
@@ -250,6 +250,14 @@ class WhisperDecoder(nn.Module):
         x = self.embed_tokens(tokens) + self.positions[offset:end]
         hidden = self.stack(x, memory, cache=cache).last_hidden_state
         return F.linear(hidden, self.embed_tokens.weight)  # tied output projection
+
+    def cross_attention(self, tokens: Tensor, memory: Tensor) -> list[Tensor]:
+        """Every layer's cross-attention weights ``(B, H, T, S)`` over ``memory`` in one
+        teacher-forced pass over ``tokens`` ``(B, T)``."""
+        x = self.embed_tokens(tokens) + self.positions[: tokens.shape[1]]
+        weights = self.stack(x, memory, need_weights=True).cross_attentions
+        assert weights is not None  # asked for
+        return weights
 
 
 class WhisperModel(nn.Module):
