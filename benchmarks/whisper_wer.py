@@ -8,9 +8,9 @@ five ``cards/`` ones (1–3.5 s, playing cards named in isolation). Both sides r
 30 s window (the recording zero-padded). More columns of ours, each with the seconds per
 recording:
 
-* ``--trim``: the encoder reads only the recording's frames rounded up to whole seconds
-  (``Transcriber(trim=True)``, ``selfattn predict --trim``);
+* ``--trim``: the encoder reads only the recording's frames rounded up to whole seconds;
 * ``--own-frames``: only the recording's own frames (⌊N / 160⌋, no padding at all);
+* ``--pad 10,20``: the recording zero-padded to that many seconds instead of 30;
 * ``--windows 256,128,64,32``: truncated self-attention in the encoder, each position
   reading that many positions (20 ms each) on either side (``--encoder-window``);
 * ``--beam K``: beam search of width K (GNMT length penalty α = 1).
@@ -21,7 +21,7 @@ Words are compared as :func:`selfattn.pretrained.transcribe.transcript_words` wr
 Usage::
 
     python benchmarks/whisper_wer.py --threads 1
-    python benchmarks/whisper_wer.py --threads 1 --trim --own-frames --no-hf
+    python benchmarks/whisper_wer.py --threads 1 --trim --own-frames --pad 10,20
     python benchmarks/whisper_wer.py --threads 1 --no-hf --corpus librivox --windows 256,64,16
 """
 
@@ -44,7 +44,7 @@ from selfattn.pretrained.transcribe import (
     greedy_tokens,
     word_error_rate,
 )
-from selfattn.speech.whisper_mel import whisper_log_mel
+from selfattn.speech.whisper_mel import WHISPER_SAMPLE_RATE, whisper_log_mel
 
 
 def recordings() -> list[tuple[str, Path, str]]:
@@ -59,16 +59,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-hf", action="store_true", help="ours only (no transformers)")
     parser.add_argument("--trim", action="store_true", help="also: frames rounded to 1 s")
     parser.add_argument("--own-frames", action="store_true", help="also: the recording's frames")
+    parser.add_argument("--pad", default="", help="also: padded to these seconds, e.g. 10,20")
     parser.add_argument("--windows", default="", help="also: these encoder windows, e.g. 64,32")
     parser.add_argument("--beam", type=int, help="also: beam search of this width")
     parser.add_argument("--corpus", choices=("librivox", "cards", "all"), default="all")
     return parser.parse_args(argv)
 
 
-def own_frames(transcriber: Transcriber, samples: np.ndarray) -> str:
-    """The transcript when the encoder reads the recording's frames, no padding at all."""
-    features = whisper_log_mel(samples, num_samples=None)
-    features = features[:, : features.shape[1] // 2 * 2]
+def fewer_frames(transcriber: Transcriber, samples: np.ndarray, seconds: float | None) -> str:
+    """The transcript when the encoder reads ``seconds`` (the recording padded with zeros
+    to that, rounded up to whole seconds when 0) or, with ``None``, the recording's own
+    frames (no padding at all) instead of the 30 s window."""
+    if seconds is None:
+        features = whisper_log_mel(samples, num_samples=None)
+        features = features[:, : features.shape[1] // 2 * 2]
+    else:
+        rate = WHISPER_SAMPLE_RATE
+        length = max(-(-samples.shape[0] // rate) * rate, int(seconds * rate))
+        features = whisper_log_mel(samples, num_samples=length)
     decoded = greedy_tokens(transcriber.model, features, transcriber.prefix)
     return transcriber.tokenizer.decode(decoded.ids)
 
@@ -87,9 +95,11 @@ def main(argv: list[str] | None = None) -> None:
     # Each column of ours: its label and how to set the transcriber up for it.
     columns: list[tuple[str, dict[str, Any]]] = [("ours (30 s window)", {})]
     if args.trim:
-        columns.append(("ours --trim", {"trim": True}))
+        columns.append(("ours, frames rounded up to 1 s", {"pad": 0.0}))
     if args.own_frames:
-        columns.append(("ours, the recording's frames", {"own": True}))
+        columns.append(("ours, the recording's frames", {"pad": None}))
+    for seconds in (float(s) for s in args.pad.split(",") if s):
+        columns.append((f"ours, padded to {seconds:g} s", {"pad": seconds}))
     for window in (int(w) for w in args.windows.split(",") if w):
         columns.append((f"ours --encoder-window {window}", {"window": window}))
     if args.beam:
@@ -106,16 +116,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{corpus} {wav.stem}  {len(samples) / 16000:.2f} s")
         print(f"  reference: {reference}")
         for label, setup in columns:
-            ours.trim = bool(setup.get("trim"))
             ours.model.encoder.use_window(setup.get("window"))
             beam = setup.get("beam")
             ours.search = whisper_search("beam", beam_size=beam) if beam else greedy_search
             start = time.perf_counter()
-            text = own_frames(ours, samples) if setup.get("own") else ours(wav)
+            text = fewer_frames(ours, samples, setup["pad"]) if "pad" in setup else ours(wav)
             seconds[label] += time.perf_counter() - start
             rows[label].append(text)
             print(f"  {label}: {text}")
-        ours.trim, ours.search = False, greedy_search
+        ours.search = greedy_search
         ours.model.encoder.use_window(None)
         if theirs is not None:
             start = time.perf_counter()

@@ -2,7 +2,7 @@
 recording, decoded greedily, by beam search (``--beam K``) or by sampling (``--sample``
 with ``--temperature``, ``--top-k``, ``--top-p``, ``--seed``), through selfattn's own
 decoders (:mod:`selfattn.decoding.whisper`); ``--chunk`` reads a recording longer than
-30 s window by window, ``--trim`` only the recording's frames, ``--encoder-window W`` with
+30 s window by window, ``--encoder-window W`` with
 truncated self-attention in the encoder. ``selfattn attention whisper-base recording.wav``
 draws the decoder's cross-attention over the recording: the alignment picture."""
 
@@ -31,12 +31,6 @@ def add_whisper_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: refuse it)",
     )
     group.add_argument(
-        "--trim",
-        action="store_true",
-        help="the encoder reads only the recording's frames (rounded up to whole seconds) "
-        "instead of Whisper's fixed 30 s: faster on short recordings",
-    )
-    group.add_argument(
         "--encoder-window",
         type=int,
         metavar="W",
@@ -51,7 +45,7 @@ def refuse_whisper_arguments(args: argparse.Namespace) -> None:
     Raises:
         ValueError: one line naming the option.
     """
-    for name in ("chunk", "trim", "encoder_window"):
+    for name in ("chunk", "encoder_window"):
         if getattr(args, name, None) not in (None, False):
             flag = "--" + name.replace("_", "-")
             raise ValueError(f"{args.checkpoint}: {flag} applies to Whisper checkpoints only")
@@ -94,7 +88,6 @@ def _transcriber(args: argparse.Namespace, options: dict[str, Any]) -> Transcrib
         args.checkpoint,
         search=whisper_searcher(options),
         chunk=args.chunk,
-        trim=args.trim,
         encoder_window=args.encoder_window,
     )
 

@@ -235,9 +235,6 @@ class Transcriber:
         chunk: transcribe a recording longer than one window (30 s) window by window,
             cut at quiet moments (:func:`chunk_bounds`), and join the transcripts; without
             it such a recording is refused.
-        trim: the encoder reads only the recording's frames, its length rounded up to
-            whole seconds, instead of Whisper's fixed 30 s window (faster on short
-            recordings; word error rates both ways in docs/whisper.md).
         encoder_window: the encoder's self-attention reads only |i − j| ≤ this many
             positions (20 ms each) around each one (``None``: all;
             :meth:`~selfattn.pretrained.whisper.WhisperEncoder.use_window`).
@@ -255,13 +252,12 @@ class Transcriber:
         language: str = "en",
         search: SearchFn = greedy_search,
         chunk: bool = False,
-        trim: bool = False,
         encoder_window: int | None = None,
     ) -> None:
         if encoder_window is not None and encoder_window < 0:
             raise ValueError(f"the encoder's window must be at least 0, got {encoder_window}")
         folder = pretrained_folder(folder_or_name)
-        self.search, self.chunk, self.trim = search, chunk, trim
+        self.search, self.chunk = search, chunk
         self.folder = folder
         self.tokenizer = WhisperTokenizer.from_folder(folder)
         self.prefix = self.tokenizer.prefix(language)
@@ -309,15 +305,11 @@ class Transcriber:
         return " ".join(text for text in texts if text)
 
     def features(self, samples: np.ndarray) -> Tensor:
-        """``(n_mels, F)`` the log-mel frames the encoder reads of at most one window of
-        samples: the whole window, or with ``trim`` the recording rounded up to whole
-        seconds."""
-        num_samples = self.window_samples
-        if self.trim:
-            second = WHISPER_SAMPLE_RATE
-            num_samples = min(num_samples, -(-samples.shape[0] // second) * second)
+        """``(n_mels, F)`` the log-mel frames of one window (at most one window of samples,
+        zero-padded to it: Whisper decodes short recordings well only so, see
+        docs/whisper.md)."""
         return whisper_log_mel(
-            samples, n_mels=self.model.config.num_mel_bins, num_samples=num_samples
+            samples, n_mels=self.model.config.num_mel_bins, num_samples=self.window_samples
         )
 
     def _window(self, samples: np.ndarray) -> str:
