@@ -80,11 +80,19 @@ def test_predict_reads_chunk_and_other_checkpoints_refuse_it(
     assert "--chunk" in capsys.readouterr().err
     assert main(["predict", str(tiny_folder), str(wav), "--chunk"]) == 0
     assert capsys.readouterr().out.strip()
+    short = tmp_path / "short.wav"
+    soundfile.write(str(short), samples[:1600], 16000)
+    faster = ["--encoder-seconds", "0.1", "--encoder-window", "2"]
+    assert main(["predict", str(tiny_folder), str(short), *faster]) == 0
+    assert capsys.readouterr().out.strip()
+    assert main(["predict", str(tiny_folder), str(short), "--encoder-seconds", "0"]) == 2
+    assert "encoder_seconds must be > 0, got 0.0" in capsys.readouterr().err
     run = tmp_path / "not-a-run"
     run.mkdir()
-    assert main(["predict", str(run), "hello", "--chunk"]) == 2
-    error = capsys.readouterr().err.strip()
-    assert "--chunk applies to Whisper checkpoints only" in error and "\n" not in error
+    for flag in (["--chunk"], ["--encoder-window", "4"], ["--encoder-seconds", "9"]):
+        assert main(["predict", str(run), "hello", *flag]) == 2
+        error = capsys.readouterr().err.strip()
+        assert f"{flag[0]} applies to Whisper checkpoints only" in error and "\n" not in error
 
 
 @pytest.mark.slow
@@ -103,3 +111,30 @@ def test_whisper_base_transcribes_a_minute_of_concatenated_recordings(
     transcriber = Transcriber(whisper_folder, chunk=True)
     text = transcriber(long)
     assert word_error_rate([text], [" ".join(references)]) <= 0.05
+
+
+def test_the_encoder_reads_fewer_seconds_when_asked(tiny_folder: Path, tmp_path: Path) -> None:
+    from selfattn.pretrained.transcribe import greedy_tokens
+
+    full, short = Transcriber(tiny_folder), Transcriber(tiny_folder, encoder_seconds=0.1)
+    samples, _ = _bursts([700], gap=100)  # 0.05 s
+    assert full.features(samples).shape[-1] == 24  # the tiny model's whole window
+    assert short.features(samples).shape[-1] == 10  # 0.1 s of 10 ms frames
+    longer, _ = _bursts([2300], gap=100)  # 0.15 s: itself, up to a whole 20 ms position
+    assert short.features(longer).shape[-1] == 16
+    wav = tmp_path / "a.wav"
+    soundfile.write(str(wav), samples, 16000)
+    ids = greedy_tokens(short.model, short.features(samples), short.prefix).ids
+    assert short(wav) == short.tokenizer.decode(ids)
+    with pytest.raises(ValueError, match="encoder_seconds must be > 0, got 0"):
+        Transcriber(tiny_folder, encoder_seconds=0)
+
+
+@pytest.mark.slow
+def test_whisper_base_reading_15_seconds_transcribes_as_it_does_30(
+    whisper_folder: Path, librivox: dict[str, tuple[Path, str]]
+) -> None:
+    wav, _ = librivox["sense_and_sensibility_01_austen_64kb-0880"]
+    shorter = Transcriber(whisper_folder, encoder_seconds=15)
+    assert shorter.features(np.zeros(16000, np.float32)).shape[-1] == 1500
+    assert shorter(wav) == "He was not an ill-disposed young man."

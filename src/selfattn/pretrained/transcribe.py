@@ -238,11 +238,15 @@ class Transcriber:
         encoder_window: the encoder's self-attention reads only |i − j| ≤ this many
             positions (20 ms each) around each one (``None``: all;
             :meth:`~selfattn.pretrained.whisper.WhisperEncoder.use_window`).
+        encoder_seconds: the encoder reads this many seconds (the recording zero-padded
+            to it; a longer one whole) instead of Whisper's 30 s window: fewer positions,
+            less time. Reading only the recording's frames makes whisper-base repeat
+            itself; 15 s gave the 30 s word error rates (docs/whisper.md).
 
     Raises:
         PretrainedError: not a Whisper folder, a tensor missing or mis-shaped, or a
             tokenizer without Whisper's special tokens (one line).
-        ValueError: a negative ``encoder_window``.
+        ValueError: a negative ``encoder_window``, ``encoder_seconds`` ≤ 0.
     """
 
     def __init__(
@@ -253,9 +257,13 @@ class Transcriber:
         search: SearchFn = greedy_search,
         chunk: bool = False,
         encoder_window: int | None = None,
+        encoder_seconds: float | None = None,
     ) -> None:
         if encoder_window is not None and encoder_window < 0:
             raise ValueError(f"the encoder's window must be at least 0, got {encoder_window}")
+        if encoder_seconds is not None and not encoder_seconds > 0:
+            raise ValueError(f"encoder_seconds must be > 0, got {encoder_seconds}")
+        self.encoder_seconds = encoder_seconds
         folder = pretrained_folder(folder_or_name)
         self.search, self.chunk = search, chunk
         self.folder = folder
@@ -305,11 +313,16 @@ class Transcriber:
         return " ".join(text for text in texts if text)
 
     def features(self, samples: np.ndarray) -> Tensor:
-        """``(n_mels, F)`` the log-mel frames of one window (at most one window of samples,
-        zero-padded to it: Whisper decodes short recordings well only so, see
-        docs/whisper.md)."""
+        """``(n_mels, F)`` the log-mel frames the encoder reads of at most one window of
+        samples: the window, zero-padded, or with ``encoder_seconds`` that many seconds
+        (at least the recording, rounded up to a whole encoder position of 20 ms)."""
+        num_samples = self.window_samples
+        if self.encoder_seconds is not None:
+            wanted = max(samples.shape[0], round(self.encoder_seconds * WHISPER_SAMPLE_RATE))
+            step = 2 * WHISPER_HOP
+            num_samples = min(num_samples, -(-wanted // step) * step)
         return whisper_log_mel(
-            samples, n_mels=self.model.config.num_mel_bins, num_samples=self.window_samples
+            samples, n_mels=self.model.config.num_mel_bins, num_samples=num_samples
         )
 
     def _window(self, samples: np.ndarray) -> str:
