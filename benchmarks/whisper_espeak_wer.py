@@ -31,7 +31,8 @@ from selfattn.data.recipes.espeak import Espeak
 from selfattn.data.recipes.pos import WSJ_SOURCE
 from selfattn.pretrained.transcribe import Transcriber, word_error_rate
 from selfattn.speech.features import resample
-from selfattn.speech.whisper_mel import WHISPER_SAMPLE_RATE, whisper_log_mel
+from selfattn.speech.whisper_mel import WHISPER_SAMPLE_RATE
+from whisper_wer import hf_greedy
 
 #: pos-wsj's test split starts at this line (0-based index 900).
 FIRST_HELD_OUT = 900
@@ -86,18 +87,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  ours:      {hypotheses[-1]}")
         if theirs is not None and samples.shape[0] <= ours.window_samples:
             start = time.perf_counter()
-            with torch.no_grad():
-                ids = theirs.generate(
-                    whisper_log_mel(samples).unsqueeze(0),
-                    language="en",
-                    task="transcribe",
-                    do_sample=False,
-                    num_beams=1,
-                )[0].tolist()
+            ids = hf_greedy(theirs, samples, ours.tokenizer.eot_id)
             seconds["hf"] += time.perf_counter() - start
-            hf_hypotheses.append(
-                ours.tokenizer.decode([i for i in ids if i < ours.tokenizer.eot_id])
-            )
+            hf_hypotheses.append(ours.tokenizer.decode(ids))
             print(f"  hf:        {hf_hypotheses[-1]}")
     count = len(references)
     speech = seconds["audio"] / count

@@ -66,6 +66,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@torch.no_grad()
+def hf_greedy(model: Any, samples: np.ndarray, eot_id: int) -> list[int]:
+    """transformers' greedy ``generate`` on the 30 s window: the transcript's ids."""
+    ids = model.generate(
+        whisper_log_mel(samples).unsqueeze(0),
+        language="en",
+        task="transcribe",
+        do_sample=False,
+        num_beams=1,
+    )[0].tolist()
+    return [i for i in ids if i < eot_id]
+
+
 def fewer_frames(transcriber: Transcriber, samples: np.ndarray, seconds: float | None) -> str:
     """The transcript when the encoder reads ``seconds`` (the recording padded with zeros
     to that, rounded up to whole seconds when 0) or, with ``None``, the recording's own
@@ -128,16 +141,8 @@ def main(argv: list[str] | None = None) -> None:
         ours.model.encoder.use_window(None)
         if theirs is not None:
             start = time.perf_counter()
-            with torch.no_grad():
-                ids = theirs.generate(
-                    whisper_log_mel(samples).unsqueeze(0),
-                    language="en",
-                    task="transcribe",
-                    do_sample=False,
-                    num_beams=1,
-                )[0].tolist()
+            hf_ids = hf_greedy(theirs, samples, ours.tokenizer.eot_id)
             seconds["transformers generate"] += time.perf_counter() - start
-            hf_ids = [i for i in ids if i < ours.tokenizer.eot_id]
             rows["transformers generate"].append(ours.tokenizer.decode(hf_ids))
             features = whisper_log_mel(samples)
             same += greedy_tokens(ours.model, features, ours.prefix).ids == hf_ids

@@ -15,16 +15,11 @@ from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.transcribe import Transcriber
 from selfattn.pretrained.whisper_attention import cross_attention
 
-from .whisper_fixtures import TINY, tiny_whisper
+from .whisper_fixtures import TINY, tiny_folder
+
+__all__ = ["tiny_folder"]  # fixtures
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("tiny-attention")
-    tiny_whisper(out)
-    return out
 
 
 def _wav(path: Path, seconds: float, amplitude: float = 0.3) -> Path:
@@ -34,8 +29,8 @@ def _wav(path: Path, seconds: float, amplitude: float = 0.3) -> Path:
     return path
 
 
-def test_every_token_attends_over_the_encoder_positions(folder: Path, tmp_path: Path) -> None:
-    transcriber = Transcriber(folder)
+def test_every_token_attends_over_the_encoder_positions(tiny_folder: Path, tmp_path: Path) -> None:
+    transcriber = Transcriber(tiny_folder)
     wav = _wav(tmp_path / "a.wav", 0.15)
     alignment = cross_attention(transcriber, wav)
     assert alignment.text == transcriber(wav)
@@ -50,16 +45,16 @@ def test_every_token_attends_over_the_encoder_positions(folder: Path, tmp_path: 
 
 
 def test_attention_draws_whispers_cross_attention(
-    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from selfattn.cli.main import main
 
     wav, png = _wav(tmp_path / "a.wav", 0.15), tmp_path / "align.png"
-    assert main(["attention", str(folder), str(wav), "-o", str(png), "--beam", "2"]) == 0
+    assert main(["attention", str(tiny_folder), str(wav), "-o", str(png), "--beam", "2"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "cross-attention (2 decoder layers × 2 heads)" in capsys.readouterr().out
-    assert main(["attention", str(folder), str(wav), "--stats"]) == 2
+    assert main(["attention", str(tiny_folder), str(wav), "--stats"]) == 2
     assert "--stats does not apply to a Whisper checkpoint" in capsys.readouterr().err
     silent = _wav(tmp_path / "silent.wav", 0.15, amplitude=0.0)
     with pytest.raises(PretrainedError, match="silent, no alignment to draw"):
-        cross_attention(Transcriber(folder), silent)
+        cross_attention(Transcriber(tiny_folder), silent)

@@ -13,18 +13,11 @@ import soundfile
 from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.transcribe import Transcriber, chunk_bounds, word_error_rate
 
-from .whisper_fixtures import librivox, tiny_whisper, whisper_folder
+from .whisper_fixtures import librivox, tiny_folder, whisper_folder
 
-__all__ = ["librivox", "whisper_folder"]  # fixtures
+__all__ = ["librivox", "tiny_folder", "whisper_folder"]  # fixtures
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-long")
-    tiny_whisper(folder)
-    return folder
 
 
 def _bursts(lengths: list[int], gap: int, seed: int = 0) -> tuple[np.ndarray, list[range]]:

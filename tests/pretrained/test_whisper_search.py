@@ -16,9 +16,9 @@ from selfattn.pretrained.transcribe import Transcriber, greedy_tokens
 from selfattn.pretrained.whisper import WhisperModel, load_whisper
 from selfattn.speech.whisper_mel import whisper_log_mel
 
-from .whisper_fixtures import TINY, librivox, tiny_whisper, whisper_folder
+from .whisper_fixtures import TINY, librivox, tiny_folder, whisper_folder
 
-__all__ = ["librivox", "whisper_folder"]  # fixtures
+__all__ = ["librivox", "tiny_folder", "whisper_folder"]  # fixtures
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -26,10 +26,8 @@ PREFIX = [51, 52, 55, 56]
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> WhisperModel:
-    folder = tmp_path_factory.mktemp("tiny-search")
-    tiny_whisper(folder)
-    return load_whisper(folder)
+def tiny(tiny_folder: Path) -> WhisperModel:
+    return load_whisper(tiny_folder)
 
 
 def _features(seed: int) -> torch.Tensor:

@@ -12,23 +12,18 @@ import torch
 from selfattn.pretrained.transcribe import Transcriber
 from selfattn.pretrained.whisper import WhisperModel, load_whisper
 
-from .whisper_fixtures import TINY, tiny_whisper
+from .whisper_fixtures import TINY, tiny_folder
+
+__all__ = ["tiny_folder"]  # fixtures
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 FRAMES = 2 * TINY["max_source_positions"]  # 24 mel frames → 12 positions
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("tiny-window")
-    tiny_whisper(out)
-    return out
-
-
 @pytest.fixture()
-def tiny(folder: Path) -> WhisperModel:
-    return load_whisper(folder)
+def tiny(tiny_folder: Path) -> WhisperModel:
+    return load_whisper(tiny_folder)
 
 
 def _features(seed: int = 0) -> torch.Tensor:
@@ -76,9 +71,9 @@ def test_the_first_layer_reads_only_its_receptive_field(tiny: WhisperModel) -> N
     assert not torch.allclose(first_layer(inside)[position], base[position], rtol=0, atol=1e-6)
 
 
-def test_a_negative_window_is_refused(tiny: WhisperModel, folder: Path) -> None:
+def test_a_negative_window_is_refused(tiny: WhisperModel, tiny_folder: Path) -> None:
     with pytest.raises(ValueError, match="the encoder's window must be at least 0, got -1"):
         tiny.encoder.use_window(-1)
     with pytest.raises(ValueError, match="the encoder's window must be at least 0, got -3"):
-        Transcriber(folder, encoder_window=-3)
-    assert Transcriber(folder, encoder_window=4).model.encoder.window == 4
+        Transcriber(tiny_folder, encoder_window=-3)
+    assert Transcriber(tiny_folder, encoder_window=4).model.encoder.window == 4

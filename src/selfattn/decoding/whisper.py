@@ -196,6 +196,7 @@ def whisper_search(
         check_beam(beam_size, 0)
     if method == "sample":
         check_sampling(temperature, top_k, top_p)
+    sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
 
     @torch.no_grad()
     def search(
@@ -215,15 +216,7 @@ def whisper_search(
             )
         elif method == "sample":
             generator = torch.Generator().manual_seed(seed)
-            result = sample(
-                decoder,
-                encoded,
-                max_len=max_len,
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
-                generator=generator,
-            )
+            result = sample(decoder, encoded, max_len=max_len, generator=generator, **sampling)
         else:
             result = greedy(decoder, encoded, max_len=max_len)
         return _decoded(adapter, result, no_speech_id)
