@@ -196,7 +196,7 @@ def whisper_search(
         check_beam(beam_size, 0)
     if method == "sample":
         check_sampling(temperature, top_k, top_p)
-    sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
+    sampling: dict[str, Any] = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
 
     @torch.no_grad()
     def search(
