@@ -3,9 +3,9 @@ recording, decoded greedily, by beam search (``--beam K``) or by sampling (``--s
 with ``--temperature``, ``--top-k``, ``--top-p``, ``--seed``), through selfattn's own
 decoders (:mod:`selfattn.decoding.whisper`); ``--chunk`` reads a recording longer than
 30 s window by window, ``--encoder-seconds S`` reads S seconds instead of Whisper's 30,
-``--encoder-window W`` with
-truncated self-attention in the encoder. ``selfattn attention whisper-base recording.wav``
-draws the decoder's cross-attention over the recording: the alignment picture."""
+``--encoder-window W`` with truncated self-attention in the encoder. ``selfattn attention
+whisper-base recording.wav`` draws the decoder's cross-attention over the recording: the
+alignment picture."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def refuse_whisper_arguments(args: argparse.Namespace) -> None:
         ValueError: one line naming the option.
     """
     for name in ("chunk", "encoder_seconds", "encoder_window"):
-        if getattr(args, name, None) not in (None, False):
+        value = getattr(args, name, None)
+        if value is not None and value is not False:  # 0 is a value given
             flag = "--" + name.replace("_", "-")
             raise ValueError(f"{args.checkpoint}: {flag} applies to Whisper checkpoints only")
 
