@@ -219,7 +219,17 @@ def test_predict_on_a_whisper_folder_prints_the_transcript(
     wav = _wav(tmp_path / "a.wav", 0.2)
     assert main(["predict", str(folder), str(wav)]) == 0
     assert capsys.readouterr().out.strip() == transcribe(folder, wav)
-    # Decoding options of selfattn's own seq2seq models are refused in one line.
-    assert main(["predict", str(folder), str(wav), "--beam", "4"]) == 2
-    error = capsys.readouterr().err.strip()
-    assert "a Whisper checkpoint decodes greedily here" in error and "\n" not in error
+    # A beam of one is greedy decoding; options Whisper does not read are refused.
+    assert main(["predict", str(folder), str(wav), "--beam", "1"]) == 0
+    assert capsys.readouterr().out.strip() == transcribe(folder, wav)
+    assert main(["predict", str(folder), str(wav), "--sample", "--seed", "3"]) == 0
+    assert capsys.readouterr().out.strip()
+    for bad, message in (
+        (["--nat"], "--nat does not apply to a Whisper checkpoint"),
+        (["--length-scale", "2"], "--length-scale does not apply to a Whisper checkpoint"),
+        (["--temperature", "0.5"], "--temperature needs --sample"),
+        (["--truncate"], "--truncate does not apply to a Whisper checkpoint"),
+    ):
+        assert main(["predict", str(folder), str(wav), *bad]) == 2
+        error = capsys.readouterr().err.strip()
+        assert message in error and "\n" not in error

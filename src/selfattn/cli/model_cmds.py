@@ -12,11 +12,16 @@ from typing import Any
 
 from selfattn.api import load
 from selfattn.cli.exit_cmd import add_exit_arguments, exit_requested, run_exit_eval
+from selfattn.cli.whisper_cmd import (
+    add_whisper_arguments,
+    refuse_whisper_arguments,
+    run_whisper_attention,
+    run_whisper_predict,
+)
 from selfattn.config import load_config
 from selfattn.data.batching.lengths import unit
 from selfattn.datatypes import Example
 from selfattn.messages import plural
-from selfattn.pretrained.transcribe import transcribe
 from selfattn.pretrained.whisper import is_whisper_checkpoint
 from selfattn.tasks import Predictor, run
 from selfattn.tasks.run import batches_per_epoch, prepare
@@ -316,11 +321,12 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
         "checkpoint",
         type=Path,
         help="a run folder or a checkpoint folder; or whisper-base (or a Hugging Face "
-        "Whisper folder) to transcribe a recording of at most 30 s",
+        "Whisper folder) to transcribe a recording (over 30 s: with --chunk)",
     )
     parser.add_argument("text", metavar="INPUT", help=INPUT_HELP)
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
+    add_whisper_arguments(parser)
 
 
 def fitted(predictor: Predictor, example: Example, args: argparse.Namespace) -> Example:
@@ -342,13 +348,8 @@ def run_predict(args: argparse.Namespace) -> int:
     of a recording."""
     options = decoding_options(args)
     if is_whisper_checkpoint(args.checkpoint):
-        if options or args.truncate:
-            raise ValueError(
-                f"{args.checkpoint}: a Whisper checkpoint decodes greedily here; drop "
-                "--beam, --sample, --temperature, --truncate and the like"
-            )
-        print(transcribe(args.checkpoint, args.text))
-        return 0
+        return run_whisper_predict(args, options)
+    refuse_whisper_arguments(args)
     predictor = Predictor(args.checkpoint)
     for example in predictor.read(args.text, command="predict"):
         print(predictor.predict(fitted(predictor, example, args), **options))
@@ -357,7 +358,12 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def add_attention_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn attention``."""
-    parser.add_argument("checkpoint", type=Path, help="a run folder or a checkpoint folder")
+    parser.add_argument(
+        "checkpoint",
+        type=Path,
+        help="a run folder or a checkpoint folder; or whisper-base (or a Hugging Face "
+        "Whisper folder): its cross-attention over a recording",
+    )
     parser.add_argument(
         "text",
         metavar="INPUT",
@@ -381,12 +387,16 @@ def add_attention_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
+    add_whisper_arguments(parser)
 
 
 def run_attention(args: argparse.Namespace) -> int:
     """Write every layer's and head's attention maps for one input: one image per kind
     of attention the model has."""
     options = decoding_options(args)
+    if is_whisper_checkpoint(args.checkpoint):
+        return run_whisper_attention(args, options)
+    refuse_whisper_arguments(args)
     predictor = Predictor(args.checkpoint)
     examples = predictor.read(args.text, command="attention")
     if len(examples) != 1:

@@ -7,7 +7,8 @@ at each step (greedy) until ``<|endoftext|>``, with a
 encoder's keys and values projected once. The checkpoint's suppressed tokens are never
 emitted, and its "begin" ones (a blank, ``<|endoftext|>``) not first, as Whisper decodes.
 
-Whisper reads 30 s at a time: a longer recording is refused in one line naming its length.
+Whisper reads 30 s at a time: a longer recording is refused in one line naming its length
+and the option (``chunk``) that cuts it into windows at quiet moments instead.
 A silent recording (no sample louder than :data:`SILENCE_PEAK`) has an empty transcript,
 and so has one where Whisper's own no-speech rule holds: ``<|nocaptions|>`` more probable
 than :data:`NO_SPEECH_THRESHOLD` after the start token, and the emitted tokens' mean
@@ -20,10 +21,11 @@ log-probability below :data:`LOG_PROB_THRESHOLD` (noise).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer
 from torch import Tensor
@@ -46,8 +48,10 @@ __all__ = [
     "NO_SPEECH_THRESHOLD",
     "SILENCE_PEAK",
     "Decoded",
+    "SearchFn",
     "Transcriber",
     "WhisperTokenizer",
+    "chunk_bounds",
     "greedy_tokens",
     "transcribe",
     "transcript_words",
@@ -208,30 +212,75 @@ def greedy_tokens(
     return Decoded(emitted, log_prob / max(1, len(emitted) + 1), no_speech)
 
 
+#: How a :class:`Transcriber` decodes one recording: the model, its ``(n_mels, F)``
+#: log-mel frames, the task prefix and ``<|nocaptions|>``'s id → what it found. Greedy
+#: here (:func:`greedy_search`); beam search and sampling in :mod:`selfattn.decoding.whisper`.
+SearchFn = Callable[[WhisperModel, Tensor, list[int], int | None], Decoded]
+
+
+def greedy_search(
+    model: WhisperModel, features: Tensor, prefix: list[int], no_speech_id: int | None
+) -> Decoded:
+    """:func:`greedy_tokens` as a :data:`SearchFn`."""
+    return greedy_tokens(model, features, prefix, no_speech_id=no_speech_id)
+
+
 class Transcriber:
     """A loaded Whisper checkpoint and its tokenizer, to transcribe many recordings.
 
     Args:
         folder_or_name: ``"whisper-base"`` or a Hugging Face Whisper folder.
         language: the language token of the task prefix (``"en"``).
+        search: how each recording is decoded (default greedy).
+        chunk: transcribe a recording longer than one window (30 s) window by window,
+            cut at quiet moments (:func:`chunk_bounds`), and join the transcripts; without
+            it such a recording is refused.
+        encoder_window: the encoder's self-attention reads only |i − j| ≤ this many
+            positions (20 ms each) around each one (``None``: all;
+            :meth:`~selfattn.pretrained.whisper.WhisperEncoder.use_window`).
+        encoder_seconds: the encoder reads this many seconds (the recording zero-padded
+            to it; a longer one whole) instead of Whisper's 30 s window: fewer positions,
+            less time. Reading only the recording's frames makes whisper-base repeat
+            itself; 15 s gave the 30 s word error rates (docs/whisper.md).
 
     Raises:
         PretrainedError: not a Whisper folder, a tensor missing or mis-shaped, or a
             tokenizer without Whisper's special tokens (one line).
+        ValueError: a negative ``encoder_window``, ``encoder_seconds`` ≤ 0.
     """
 
-    def __init__(self, folder_or_name: str | Path, *, language: str = "en") -> None:
+    def __init__(
+        self,
+        folder_or_name: str | Path,
+        *,
+        language: str = "en",
+        search: SearchFn = greedy_search,
+        chunk: bool = False,
+        encoder_window: int | None = None,
+        encoder_seconds: float | None = None,
+    ) -> None:
+        if encoder_window is not None and encoder_window < 0:
+            raise ValueError(f"the encoder's window must be at least 0, got {encoder_window}")
+        if encoder_seconds is not None and not encoder_seconds > 0:
+            raise ValueError(f"encoder_seconds must be > 0, got {encoder_seconds}")
+        self.encoder_seconds = encoder_seconds
         folder = pretrained_folder(folder_or_name)
+        self.search, self.chunk = search, chunk
         self.folder = folder
         self.tokenizer = WhisperTokenizer.from_folder(folder)
         self.prefix = self.tokenizer.prefix(language)
         self.model = load_whisper(folder)
+        self.model.encoder.use_window(encoder_window)
 
     @property
     def max_seconds(self) -> float:
-        """The longest recording the encoder reads (30 s for Whisper)."""
-        frames = 2 * self.model.config.max_source_positions
-        return frames * WHISPER_HOP / WHISPER_SAMPLE_RATE
+        """The longest recording the encoder reads at once (30 s for Whisper)."""
+        return self.window_samples / WHISPER_SAMPLE_RATE
+
+    @property
+    def window_samples(self) -> int:
+        """The samples of one window the encoder reads (480,000: 30 s at 16 kHz)."""
+        return 2 * self.model.config.max_source_positions * WHISPER_HOP
 
     def __call__(self, wav_path: str | Path) -> str:
         """The transcript of one WAV or FLAC recording (any rate: resampled to 16 kHz).
@@ -239,25 +288,78 @@ class Transcriber:
         Raises:
             FileNotFoundError: no such file.
             DataError: not an audio file, or one with no samples (one line).
-            PretrainedError: longer than :attr:`max_seconds` (one line naming its length).
+            PretrainedError: longer than :attr:`max_seconds` without ``chunk`` (one line
+                naming its length and the option).
         """
         samples, _ = read_audio(wav_path, sample_rate=WHISPER_SAMPLE_RATE)
-        seconds = samples.shape[0] / WHISPER_SAMPLE_RATE
-        if seconds > self.max_seconds:
+        return self.transcribe_samples(samples, source=str(wav_path))
+
+    def transcribe_samples(self, samples: np.ndarray, *, source: str = "recording") -> str:
+        """The transcript of ``(N,)`` 16 kHz samples; ``source`` names them in errors.
+
+        Raises:
+            PretrainedError: longer than :attr:`max_seconds` without ``chunk``.
+        """
+        window = self.window_samples
+        if samples.shape[0] <= window:
+            return self._window(samples)
+        if not self.chunk:
+            seconds = samples.shape[0] / WHISPER_SAMPLE_RATE
             raise PretrainedError(
-                f"{wav_path}: {seconds:.1f} s long; Whisper reads at most "
-                f"{self.max_seconds:g} s at a time (cut the recording into shorter ones)"
+                f"{source}: {seconds:.1f} s long; Whisper reads at most {self.max_seconds:g} s "
+                "at a time (--chunk, or chunk=True, transcribes it window by window)"
             )
-        if float(abs(samples).max()) < SILENCE_PEAK:
-            return ""
-        num_samples = int(self.max_seconds * WHISPER_SAMPLE_RATE)
-        features = whisper_log_mel(
+        texts = [self._window(samples[a:b]) for a, b in chunk_bounds(samples, window)]
+        return " ".join(text for text in texts if text)
+
+    def features(self, samples: np.ndarray) -> Tensor:
+        """``(n_mels, F)`` the log-mel frames the encoder reads of at most one window of
+        samples: the window, zero-padded, or with ``encoder_seconds`` that many seconds
+        (at least the recording, rounded up to a whole encoder position of 20 ms)."""
+        num_samples = self.window_samples
+        if self.encoder_seconds is not None:
+            wanted = max(samples.shape[0], round(self.encoder_seconds * WHISPER_SAMPLE_RATE))
+            step = 2 * WHISPER_HOP
+            num_samples = min(num_samples, -(-wanted // step) * step)
+        return whisper_log_mel(
             samples, n_mels=self.model.config.num_mel_bins, num_samples=num_samples
         )
-        decoded = greedy_tokens(
-            self.model, features, self.prefix, no_speech_id=self.tokenizer.no_speech_id
+
+    def _window(self, samples: np.ndarray) -> str:
+        """The transcript of at most one window of samples."""
+        if float(abs(samples).max()) < SILENCE_PEAK:
+            return ""
+        decoded = self.search(
+            self.model, self.features(samples), self.prefix, self.tokenizer.no_speech_id
         )
         return "" if decoded.is_silence else self.tokenizer.decode(decoded.ids)
+
+
+def chunk_bounds(
+    samples: np.ndarray, window: int, *, search: int | None = None, frame: int = 320
+) -> list[tuple[int, int]]:
+    """Where to cut a recording longer than ``window`` samples: each piece at most a window
+    long, each cut in the quietest ``frame`` (20 ms) of the last ``search`` samples of its
+    window (default a sixth: 5 s of 30), so that a cut falls between words.
+
+    Returns:
+        ``[(start, end), …]`` consecutive pieces covering every sample.
+    """
+    search = window // 6 if search is None else min(search, window)
+    bounds: list[tuple[int, int]] = []
+    start, total = 0, samples.shape[0]
+    while total - start > window:
+        low = start + window - search
+        frames = search // frame
+        cut = start + window
+        if frames:
+            region = np.asarray(samples[low : low + frames * frame], dtype=np.float64)
+            energy = (region.reshape(frames, frame) ** 2).mean(axis=1)
+            cut = low + int(energy.argmin()) * frame + frame // 2
+        bounds.append((start, cut))
+        start = cut
+    bounds.append((start, total))
+    return bounds
 
 
 #: What a transcript writes short and references spell out (a small part of Whisper's

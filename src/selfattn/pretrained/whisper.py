@@ -33,6 +33,7 @@ from safetensors import safe_open
 from torch import Tensor, nn
 
 from selfattn.attention.cache import DecoderCache
+from selfattn.kernels.window import WindowKernel
 from selfattn.models.config import StackConfig
 from selfattn.models.decoder import Decoder
 from selfattn.models.encoder import Encoder
@@ -157,10 +158,16 @@ class WhisperEncoder(nn.Module):
 
     Args:
         config: the checkpoint's sizes.
+
+    Attributes:
+        window: ``None`` (Whisper's full self-attention) or w: every layer's
+            self-attention reads only positions |i − j| ≤ w (:meth:`use_window`).
     """
 
     def __init__(self, config: WhisperConfig) -> None:
         super().__init__()
+        self.window: int | None = None
+        self._full_kernels: list[nn.Module] | None = None
         dim = config.d_model
         self.conv1 = nn.Conv1d(config.num_mel_bins, dim, kernel_size=3, padding=1)
         self.conv2 = nn.Conv1d(dim, dim, kernel_size=3, stride=2, padding=1)
@@ -175,6 +182,12 @@ class WhisperEncoder(nn.Module):
         Returns:
             ``(B, ⌈F / 2⌉, E)``.
         """
+        return self.stack(self.embed(features)).last_hidden_state
+
+    def embed(self, features: Tensor) -> Tensor:
+        """The convolutional front end and the positions: ``(B, n_mels, F)`` →
+        ``(B, ⌈F / 2⌉, E)``, what the first layer reads. Position j reads the mel frames
+        2j − 2 … 2j + 2."""
         x = F.gelu(self.conv1(features))
         x = F.gelu(self.conv2(x)).transpose(1, 2)  # (B, S, E)
         if x.shape[1] > self.positions.shape[0]:
@@ -182,8 +195,25 @@ class WhisperEncoder(nn.Module):
                 f"{features.shape[-1]} frames give {x.shape[1]} encoder positions; the "
                 f"model has {self.positions.shape[0]}"
             )
-        x = x + self.positions[: x.shape[1]]
-        return self.stack(x).last_hidden_state
+        return x + self.positions[: x.shape[1]]
+
+    def use_window(self, window: int | None) -> None:
+        """Truncated self-attention (lecture 000's speech case) in every encoder layer:
+        position i reads only positions |i − j| ≤ ``window`` (20 ms each), computed by
+        :class:`~selfattn.kernels.WindowKernel` in time that grows as S · window;
+        ``None`` restores Whisper's full attention.
+
+        Raises:
+            ValueError: a negative window.
+        """
+        if window is not None and window < 0:
+            raise ValueError(f"the encoder's window must be at least 0, got {window}")
+        attentions = [layer.get_submodule("self_attn") for layer in self.stack.layers]
+        if self._full_kernels is None:
+            self._full_kernels = [attention.get_submodule("kernel") for attention in attentions]
+        for attention, full in zip(attentions, self._full_kernels, strict=True):
+            attention.kernel = full if window is None else WindowKernel(window)
+        self.window = window
 
 
 class WhisperDecoder(nn.Module):
@@ -220,6 +250,14 @@ class WhisperDecoder(nn.Module):
         x = self.embed_tokens(tokens) + self.positions[offset:end]
         hidden = self.stack(x, memory, cache=cache).last_hidden_state
         return F.linear(hidden, self.embed_tokens.weight)  # tied output projection
+
+    def cross_attention(self, tokens: Tensor, memory: Tensor) -> list[Tensor]:
+        """Every layer's cross-attention weights ``(B, H, T, S)`` over ``memory`` in one
+        teacher-forced pass over ``tokens`` ``(B, T)``."""
+        x = self.embed_tokens(tokens) + self.positions[: tokens.shape[1]]
+        weights = self.stack(x, memory, need_weights=True).cross_attentions
+        assert weights is not None  # asked for
+        return weights
 
 
 class WhisperModel(nn.Module):
