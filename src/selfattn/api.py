@@ -32,7 +32,7 @@ from selfattn.config import (
     load_config,
     toml_literal,
 )
-from selfattn.data.types import Example
+from selfattn.datatypes import Example
 from selfattn.tasks import AttentionFigure, Predictor, run
 from selfattn.tasks.scored_data import SPLITS, DataFile
 

@@ -20,7 +20,7 @@ import pytest
 
 from selfattn.cli.main import main
 from selfattn.data.recipes import Recipe
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 from selfattn.tasks.scored_data import DataFile, read_data_file
 
 from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, one_line_error, set_flags, write_config

@@ -26,7 +26,6 @@ import torch
 from torch import Tensor
 
 from selfattn.attention.cache import DecoderCache
-from selfattn.data.specials import BOS_ID, EOS_ID, PAD_ID
 from selfattn.decoding.beam import beam_search, check_beam
 from selfattn.decoding.common import NEG_INF, DecodeResult
 from selfattn.decoding.greedy import greedy
@@ -34,6 +33,7 @@ from selfattn.decoding.sampling import check_sampling, sample
 from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqOutput
 from selfattn.pretrained.transcribe import Decoded, SearchFn
 from selfattn.pretrained.whisper import WhisperModel
+from selfattn.specials import BOS_ID, EOS_ID, PAD_ID
 
 __all__ = ["WhisperAsEncoderDecoder", "WhisperState", "whisper_search"]
 

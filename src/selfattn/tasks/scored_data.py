@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from selfattn.data import DatasetSplits, Example, load_dataset
 from selfattn.data.readers.loading import FORMATS
-from selfattn.data.types import DataError
+from selfattn.datatypes import DataError
 from selfattn.messages import not_a_file
 
 if TYPE_CHECKING:
