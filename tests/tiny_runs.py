@@ -10,6 +10,8 @@ import torch
 
 from selfattn.cli.main import main
 
+from .helpers_cli import set_flags
+
 GOOD, BAD = ["warm", "funny", "best", "great"], ["dull", "long", "mess", "worst"]
 
 
@@ -79,7 +81,7 @@ def train_config(config: Path, run_dir: Path, *settings: str, resume: bool = Fal
                 str(config),
                 "--no-progress",
                 "--resume" if resume else "--overwrite",
-                *(part for setting in overrides for part in ("--set", setting)),
+                *set_flags(*overrides),
             ]
         )
     finally:

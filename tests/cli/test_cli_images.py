@@ -10,6 +10,8 @@ import pytest
 from selfattn.cli.main import main
 from selfattn.data import RECIPES, DataError
 
+from ..helpers_cli import set_flags
+
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: Small models and little data, so that each run is a few steps.
 TINY = [
@@ -23,10 +25,8 @@ TINY = [
 
 
 def _train(config: str, run_dir: Path, *overrides: str) -> int:
-    argv = ["train", str(CONFIGS / config), "--no-progress", "--overwrite"]
-    for override in [*TINY, f"run_dir={json.dumps(str(run_dir))}", *overrides]:
-        argv += ["--set", override]
-    return main(argv)
+    settings = set_flags(*TINY, f"run_dir={json.dumps(str(run_dir))}", *overrides)
+    return main(["train", str(CONFIGS / config), "--no-progress", "--overwrite", *settings])
 
 
 @pytest.mark.parametrize(

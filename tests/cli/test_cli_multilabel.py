@@ -17,7 +17,7 @@ from selfattn.specials import NO_LABELS
 from selfattn.tasks.predictor import Predictor
 from selfattn.tasks.set_metrics import set_scores
 
-from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, write_config
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, one_line_error, write_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -91,9 +91,8 @@ def test_both_forms_train_and_eval_scores_the_predicted_sets(
     assert main(["predict", str(run), "the red cat"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1
     if task == "seq2seq":  # a threshold means nothing to a model that writes the set
-        assert main(["predict", str(run), "the red cat", "--threshold", "0.3"]) == 2
-        err = capsys.readouterr().err.strip()
-        assert "\n" not in err and "--threshold" in err and "multilabel" in err
+        err = one_line_error(capsys, ["predict", str(run), "the red cat", "--threshold", "0.3"])
+        assert "--threshold" in err and "multilabel" in err
     else:
         assert main(["eval", str(run), "--threshold", "1.5"]) == 2
         assert "(0, 1)" in capsys.readouterr().err
@@ -140,6 +139,5 @@ def test_an_unknown_label_is_named_at_training_and_at_eval(
     assert train(config) == 0
     capsys.readouterr()
     test.write_text(unknown + good, encoding="utf-8")  # the file changed after training
-    assert main(["eval", str(tmp_path / task)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and f"{test}:1: " in err and "'stripes'" in err, err
+    err = one_line_error(capsys, ["eval", str(tmp_path / task)])
+    assert f"{test}:1: " in err and "'stripes'" in err, err

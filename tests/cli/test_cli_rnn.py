@@ -14,7 +14,7 @@ from selfattn.cli.main import main
 from selfattn.models.rnn_seq2seq import RNNSeq2Seq
 from selfattn.tasks import Predictor, Seq2SeqTask
 
-from ..helpers_cli import train_and_resume, write_config
+from ..helpers_cli import one_line_error, train_and_resume, write_config
 from .test_cli_seq2seq import SYMBOLS, TRAIN, reversal_data  # the Transformer test's task
 
 
@@ -48,9 +48,8 @@ def test_train_resume_eval_predict_attention(
         assert {"bleu", "chrf", "exact_match"} <= set(metrics) and metrics["count"] == 30
         decodings.add(metrics["decoding"])
     assert decodings == {"greedy", "beam", "sample"}
-    assert main(["eval", str(run_dir), "--nat"]) == 2
-    error = capsys.readouterr().err.strip()
-    assert len(error.splitlines()) == 1 and "left to right" in error
+    error = one_line_error(capsys, ["eval", str(run_dir), "--nat"])
+    assert "left to right" in error
 
     assert main(["predict", str(run_dir), "a b c", "--beam", "2"]) == 0
     output = capsys.readouterr().out.strip()
@@ -81,6 +80,5 @@ def test_what_the_rnn_has_not_is_one_line_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, words: str
 ) -> None:
     config = _config(tmp_path, tmp_path / "run", epochs=1, extra=extra)
-    assert main(["train", str(config), "--no-progress"]) == 2
-    error = capsys.readouterr().err.strip()
-    assert len(error.splitlines()) == 1 and words in error and "rnn" in error
+    error = one_line_error(capsys, ["train", str(config), "--no-progress"])
+    assert words in error and "rnn" in error

@@ -15,7 +15,7 @@ from selfattn.cli.main import main
 from selfattn.tasks import Predictor, Seq2SeqTask
 from selfattn.tasks.seq2seq import search as seq2seq_search
 
-from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, train_and_resume, write_config
+from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, one_line_error, train_and_resume, write_config
 from ..helpers_data import write_pairs
 
 SYMBOLS = ["a", "b", "c", "d", "e", "f"]
@@ -121,9 +121,8 @@ def test_malformed_parallel_line_is_one_line_error(
 ) -> None:
     config = _config(tmp_path, tmp_path / "run", epochs=1)
     (tmp_path / "train.tsv").write_text("a b\tb a\nno tab here\n", encoding="utf-8")
-    assert main(["train", str(config), "--no-progress"]) == 2
-    error = capsys.readouterr().err.strip()
-    assert len(error.splitlines()) == 1 and "train.tsv:2" in error
+    error = one_line_error(capsys, ["train", str(config), "--no-progress"])
+    assert "train.tsv:2" in error
 
 
 def test_unknown_seq2seq_key_lists_valid_ones(

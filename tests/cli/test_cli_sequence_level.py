@@ -17,6 +17,7 @@ from selfattn.tasks import Predictor
 from selfattn.tasks.run import inherited_state, prepare
 from selfattn.train.init_from import load_initial_weights
 
+from ..helpers_cli import set_flags
 from .test_cli_own_data import config_file, reviews
 from .test_cli_rnn import _config  # the RNN encoder–decoder on the reversal pairs
 
@@ -70,7 +71,7 @@ def test_resume_and_init_from_reuse_the_runs_bpe(tmp_path: Path) -> None:
     base = tmp_path / "base"
     config = _config(tmp_path, base, epochs=1)
     settings = ["data.bpe_vocab_size=24", "model.embed_dim=16", "seq2seq.share_embeddings=true"]
-    assert main(["train", str(config), *[a for s in settings for a in ("--set", s)]]) == 0
+    assert main(["train", str(config), *set_flags(*settings)]) == 0
     stored = Predictor(base).task.state()
     tuned = load_config(config, [*settings, f"train.init_from={base}", "run_dir=y"])
     assert inherited_state(tuned) == stored

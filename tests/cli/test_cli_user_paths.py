@@ -15,7 +15,7 @@ import pytest
 from selfattn.cli import model_cmds
 from selfattn.cli.main import main
 
-from ..helpers_cli import one_line_error
+from ..helpers_cli import one_line_error, set_flags
 from ..tiny_runs import train_config, write_reviews, write_tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -37,8 +37,7 @@ def trained(config: Path) -> Path:
 
 
 def _train(config: Path, *settings: str) -> list[str]:
-    flags = [part for setting in settings for part in ("--set", setting)]
-    return ["train", str(config), "--no-progress", *flags]
+    return ["train", str(config), "--no-progress", *set_flags(*settings)]
 
 
 # ------------------------------------------------------------------ run folders
@@ -152,26 +151,30 @@ def test_an_input_file_that_is_not_utf8_is_named(
 # ------------------------------------------------------------------ Ctrl-C
 
 
-def test_ctrl_c_while_starting_says_nothing_was_trained(
-    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
-) -> None:
+@pytest.fixture
+def ctrl_c_in_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training (after the config is read) raises KeyboardInterrupt at once."""
+
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(model_cmds, "run", interrupted)
+
+
+@pytest.mark.usefixtures("ctrl_c_in_training")
+def test_ctrl_c_while_starting_says_nothing_was_trained(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(_train(config, f"run_dir={tmp_path / 'run'}")) == 130
     err = capsys.readouterr().err.strip()
     assert err.startswith("selfattn train: interrupted") and "nothing" in err, err
     assert "\n" not in err
 
 
+@pytest.mark.usefixtures("ctrl_c_in_training")
 def test_ctrl_c_while_resuming_gives_the_resume_command(
-    config: Path, trained: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+    config: Path, trained: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def interrupted(*args: object, **kwargs: object) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(model_cmds, "run", interrupted)
     argv = [*_train(config, f"run_dir={trained}", "train.epochs=2"), "--resume"]
     assert main(argv) == 130
     first, second = capsys.readouterr().err.strip().split("\n")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from selfattn.cli.main import main
-from selfattn.runs.sweep import plan
+from selfattn.runs.sweep_grid import plan
 from selfattn.runs.table import TEST_FILE, read_run
 
 from ..helpers_cli import one_line_error

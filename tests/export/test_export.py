@@ -18,6 +18,7 @@ from selfattn.export import TOLERANCE, refusal, wrap
 from selfattn.models.registry import model_options
 from selfattn.tasks import Predictor
 
+from ..helpers_cli import one_line_error
 from ..helpers_models import build
 from .conftest import FIXTURES, RunMaker
 
@@ -41,9 +42,8 @@ def export(run: Path, fmt: str, out: Path, capsys: pytest.CaptureFixture[str]) -
 
 def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     capsys.readouterr()
-    assert main(["export", *argv]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and err.startswith("selfattn export: error: "), err
+    err = one_line_error(capsys, ["export", *argv])
+    assert err.startswith("selfattn export: error: "), err
     return err
 
 

@@ -26,6 +26,8 @@ from selfattn.explore.payload import PayloadBuilder
 from selfattn.explore.server import Explorer
 from selfattn.tasks.predictor import Predictor
 
+from ..helpers_cli import one_line_error
+
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -246,10 +248,8 @@ def test_a_model_given_the_wrong_kind_of_input_names_what_it_reads(
     flags = [arg for setting in settings for arg in ("--set", setting)]
     assert main(["train", str(CONFIGS / "digits_vit.toml"), *flags, "--no-progress"]) == 0
     capsys.readouterr()
-    assert main(["predict", str(run_dir), "I saw a saw"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "image" in err
+    err = one_line_error(capsys, ["predict", str(run_dir), "I saw a saw"])
+    assert "image" in err
     wav = _speech(load_dataset("digits").test[0], tmp_path)
-    assert main(["predict", str(run_dir), wav]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "spoken.wav" in err
+    err = one_line_error(capsys, ["predict", str(run_dir), wav])
+    assert "spoken.wav" in err

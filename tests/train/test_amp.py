@@ -14,6 +14,7 @@ import torch
 
 from selfattn.train.checkpoint import load_checkpoint
 
+from ..helpers_cli import set_flags
 from .test_distributed import run_cli, write_run
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -27,8 +28,7 @@ def train(config: Path, run_dir: Path, *settings: str, resume: bool = False) -> 
     """Train ``config`` into ``run_dir`` with ``--set`` ``settings``; the epochs' losses."""
     args = ["train", str(config), "--no-progress", "--set", f"run_dir={run_dir}"]
     args += ["--resume"] if resume else []
-    for setting in settings:
-        args += ["--set", setting]
+    args += set_flags(*settings)
     assert run_cli(*args) == 0
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line)["train_loss"] for line in lines]

@@ -1,6 +1,7 @@
 """``selfattn sweep CONFIG --grid section.field=v1,v2 --seeds 0,1,2 [--jobs N]``: every
 combination × seed trained as its own run, N at a time, resumable, then a table of mean ±
-standard deviation over seeds and a plot (:mod:`selfattn.runs.sweep`)."""
+standard deviation over seeds and a plot (:mod:`selfattn.runs.sweep_grid`,
+:mod:`selfattn.runs.sweep_workers`, :mod:`selfattn.runs.sweep_summary`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pathlib import Path
 
 from selfattn.cli.model_cmds import add_set_argument
 from selfattn.messages import plural
-from selfattn.runs.sweep import Runner, parse_seeds, plan, summarise
+from selfattn.runs.sweep_grid import parse_seeds, plan
+from selfattn.runs.sweep_summary import summarise
+from selfattn.runs.sweep_workers import Runner
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

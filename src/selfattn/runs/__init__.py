@@ -1,6 +1,8 @@
 """Several runs at once: a table of the runs in a folder (:mod:`selfattn.runs.table`),
 their learning curves (:mod:`selfattn.runs.plot`), and a grid of config values × seeds
-trained as one sweep (:mod:`selfattn.runs.sweep`)."""
+trained as one sweep: planned and validated (:mod:`selfattn.runs.sweep_grid`), trained by
+worker processes (:mod:`selfattn.runs.sweep_workers`), summarised as mean ± standard
+deviation over seeds (:mod:`selfattn.runs.sweep_summary`)."""
 
 from __future__ import annotations
 

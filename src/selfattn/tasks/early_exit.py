@@ -21,6 +21,7 @@ from torch import Tensor
 from selfattn.datatypes import Batch
 from selfattn.models.early_exit import EXIT_CRITERIA, EarlyExitModel, confidence
 from selfattn.specials import IGNORE_INDEX
+from selfattn.tasks.metrics import eval_batches
 
 #: The thresholds of ``selfattn eval --exit-sweep``: confidences in [0, 1].
 SWEEP_THRESHOLDS: tuple[float, ...] = (
@@ -110,13 +111,9 @@ def evaluate_early_exit(
         ``examples``, ``full_depth_accuracy``, ``seconds_per_example``,
         ``full_depth_seconds_per_example`` and ``time_ratio`` (the first ÷ the second).
     """
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     right = full_right = count = layers = examples = 0.0
     seconds = full_seconds = 0.0
-    for batch in batches:
-        batch = batch.to(device)
+    for batch in eval_batches(model, batches):
         start = time.perf_counter()
         full = model(batch)
         middle = time.perf_counter()
@@ -131,7 +128,6 @@ def evaluate_early_exit(
         count += float(scored.sum())
         layers += float(result.layers.sum())
         examples += len(result.layers)
-    model.train(was_training)
     return {
         "accuracy": right / max(count, 1.0),
         "mean_layers": layers / max(examples, 1.0),
@@ -191,17 +187,13 @@ def exit_sweep(
 ) -> ExitSweep:
     """Every block's classifier run once on every batch; what each threshold would give
     (the same as :meth:`EarlyExitModel.early_exit` at it), and each fixed depth."""
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     num_layers = model.num_layers
     right = torch.zeros(len(thresholds))
     layers = torch.zeros(len(thresholds))
     fixed_right = torch.zeros(num_layers)
     count = examples = 0.0
     limits = torch.tensor(list(thresholds), dtype=torch.float32)[:, None]  # (K, 1)
-    for batch in batches:
-        batch = batch.to(device)
+    for batch in eval_batches(model, batches):
         mask = model.embedding.padding_mask(batch)
         per_layer = model(batch, exits=True)
         assert isinstance(per_layer, list)
@@ -216,7 +208,6 @@ def exit_sweep(
         fixed_right += got.sum(dim=1)
         count += float(scored.sum())
         examples += len(scored)
-    model.train(was_training)
     total, many = max(count, 1.0), max(examples, 1.0)
     points = [
         ExitPoint(float(t), float(r) / total, float(n) / many, count)

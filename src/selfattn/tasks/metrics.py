@@ -4,7 +4,7 @@ squared error in units of the targets' spread with RMSE and MAE (regression)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -37,6 +37,22 @@ def regression_loss(predictions: Tensor, targets: Tensor, target_std: float = 1.
     return F.mse_loss(predictions.float() / target_std, targets.float() / target_std)
 
 
+def eval_batches(
+    model: nn.Module, batches: Iterable[Any], device: torch.device | str | None = None
+) -> Iterator[Any]:
+    """``batches``, each moved to ``device`` (default: the model's), with ``model`` in eval
+    mode while they are read; its former mode is put back after the last one."""
+    if device is None:
+        device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        for batch in batches:
+            yield batch.to(device)
+    finally:
+        model.train(was_training)
+
+
 @torch.no_grad()
 def evaluate_regression(
     model: nn.Module, batches: Iterable[Any], *, device: torch.device | str | None = None
@@ -47,21 +63,15 @@ def evaluate_regression(
         ``{"loss": :func:`regression_loss`, "rmse", "mae", "count": targets}``, the errors in
         the targets' units.
     """
-    if device is None:
-        device = next(model.parameters()).device
     std = float(getattr(getattr(model, "spec", None), "target_std", 1.0))
-    was_training = model.training
-    model.eval()
     squared, absolute, count = 0.0, 0.0, 0
     ponder = PonderMeter(model)
-    for batch in batches:
-        batch = batch.to(device)
+    for batch in eval_batches(model, batches, device):
         error = model(batch).float() - batch.labels.float()  # (B,)
         ponder.add()
         squared += float((error**2).sum())
         absolute += float(error.abs().sum())
         count += error.numel()
-    model.train(was_training)
     mse = squared / max(count, 1)
     return {
         "loss": mse / std**2,
@@ -88,14 +98,9 @@ def evaluate(
     """
     if getattr(getattr(model, "spec", None), "task", None) == "regression":
         return evaluate_regression(model, batches, device=device)
-    if device is None:
-        device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     loss_sum, correct, count = 0.0, 0, 0
     ponder = PonderMeter(model)
-    for batch in batches:
-        batch = batch.to(device)
+    for batch in eval_batches(model, batches, device):
         logits = model(batch).float()
         ponder.add()
         labels = batch.labels
@@ -110,7 +115,6 @@ def evaluate(
         )
         correct += int((logits.argmax(-1)[real] == labels[real]).sum())
         count += int(real.sum())
-    model.train(was_training)
     return {
         "loss": loss_sum / max(count, 1),
         "accuracy": correct / max(count, 1),

@@ -30,6 +30,7 @@ from selfattn.models.act import PonderMeter
 from selfattn.models.spec import TaskSpec
 from selfattn.specials import NO_LABELS
 from selfattn.tasks.labelling import LabelTask
+from selfattn.tasks.metrics import eval_batches
 from selfattn.tasks.scored_data import DataFile
 from selfattn.tasks.set_metrics import THRESHOLD, SetScores, label_set_loss, predicted_sets
 from selfattn.tasks.task import AttentionFigure, register_task
@@ -101,15 +102,10 @@ class MultiLabelTask(LabelTask):
         """Mean binary cross-entropy per (example, label), ``set_f1`` (what chooses the
         best epoch), ``micro_f1``, ``exact_match`` and ``count`` (examples), the sets at
         :attr:`threshold`."""
-        if device is None:
-            device = next(model.parameters()).device
-        was_training = model.training
-        model.eval()
         scores, loss_sum = SetScores(), 0.0
         ponder = PonderMeter(model)
         names = self.labels.labels
-        for batch in batches:
-            batch = batch.to(device)
+        for batch in eval_batches(model, batches, device):
             logits = model(batch).float()  # (B, C)
             ponder.add()
             loss_sum += float(label_set_loss(logits, batch.labels)) * len(logits)
@@ -119,7 +115,6 @@ class MultiLabelTask(LabelTask):
                     (n for n, yes in zip(names, row, strict=True) if yes),
                     (n for n, yes in zip(names, gold, strict=True) if yes),
                 )
-        model.train(was_training)
         metrics = scores.metrics()
         return {"loss": loss_sum / max(metrics["count"], 1), **metrics, **ponder.metrics()}
 

@@ -27,6 +27,7 @@ from selfattn.models.seq2seq import BOS_ID, PAD_ID, EncodedSource
 from selfattn.models.seq2seq_builder import Seq2SeqModel
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.specials import IGNORE_INDEX
+from selfattn.tasks.metrics import eval_batches
 from selfattn.tasks.seq2seq.losses import (
     attention_for_regularisers,
     coverage_loss,
@@ -173,13 +174,8 @@ def evaluate_teacher_forced(
 ) -> dict[str, float]:
     """``{"loss", "accuracy", "count"}``: NLL and next-token accuracy under teacher
     forcing, over every real target position (EOS included)."""
-    if device is None:
-        device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     loss_sum, correct, count = 0.0, 0, 0
-    for batch in batches:
-        batch = batch.to(device)
+    for batch in eval_batches(model, batches, device):
         out = model(
             batch.source,
             batch.source_padding,
@@ -192,7 +188,6 @@ def evaluate_teacher_forced(
         loss_sum += float(sequence_nll(out.log_probs, batch.target_out)) * n
         correct += int((out.log_probs.argmax(-1)[real] == batch.target_out[real]).sum())
         count += n
-    model.train(was_training)
     return {
         "loss": loss_sum / max(count, 1),
         "accuracy": correct / max(count, 1),
