@@ -54,11 +54,34 @@ def bert_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     folder = tmp_path_factory.mktemp("tiny-bert")
     transformers.BertModel(config).save_pretrained(folder)
+    write_tokenizer(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def distilbert_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random 3-layer DistilBERT (``save_pretrained``) with the same tokenizer.json."""
+    torch.manual_seed(0)
+    config = transformers.DistilBertConfig(
+        vocab_size=len(VOCAB),
+        dim=32,
+        n_layers=3,
+        n_heads=4,
+        hidden_dim=64,
+        max_position_embeddings=24,
+    )
+    folder = tmp_path_factory.mktemp("tiny-distilbert")
+    transformers.DistilBertModel(config).save_pretrained(folder)
+    write_tokenizer(folder)
+    return folder
+
+
+def write_tokenizer(folder: Path) -> None:
+    """A lowercasing WordPiece tokenizer.json over :data:`VOCAB` in ``folder``."""
     tokenizer = Tokenizer(WordPiece({t: i for i, t in enumerate(VOCAB)}, unk_token="[UNK]"))
     tokenizer.normalizer = BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = BertPreTokenizer()
     tokenizer.save(str(folder / "tokenizer.json"))
-    return folder
 
 
 @pytest.fixture(scope="module")

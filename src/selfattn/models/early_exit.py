@@ -112,6 +112,79 @@ class ExitResult:
     layers: Tensor
 
 
+def check_exit_arguments(threshold: float, criterion: str) -> None:
+    """Refuse a threshold below 0 (or NaN) and an unknown criterion.
+
+    Raises:
+        ValueError: naming the value.
+    """
+    if not threshold >= 0:  # NaN too
+        raise ValueError(f"exit threshold must be >= 0, got {threshold}")
+    if criterion not in EXIT_CRITERIA:
+        raise ValueError(f"unknown exit criterion {criterion!r}; choose max-prob or entropy")
+
+
+def keep_rows(keep: Tensor, mask: Tensor, *tensors: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """The rows of ``mask`` (``(B, L)``, True at trailing padding) and of each ``(B, L, …)``
+    tensor where ``keep`` is True, cut to the longest remaining row."""
+    mask = mask[keep]
+    length = int((~mask).sum(dim=1).max().clamp(min=1))  # padding trails
+    return mask[:, :length], tuple(t[keep][:, :length] for t in tensors)
+
+
+def exit_early(
+    num_layers: int,
+    batch_size: int,
+    step: Callable[[int, Tensor | None], tuple[Tensor, Tensor]],
+    threshold: float,
+    criterion: str,
+) -> ExitResult:
+    """The adaptive-depth loop of early exit: each example leaves after the first block
+    whose classifier's :func:`confidence` is at least ``threshold`` (the last block's,
+    whatever it is).
+
+    Args:
+        num_layers: N, the blocks.
+        batch_size: B.
+        step: ``step(index, keep)`` drops the rows where ``keep`` is False (``None``: the
+            first block, nothing to drop), runs block ``index`` (0-based) on the rest and
+            returns its classifier's logits ``(B', C)`` or ``(B', L', C)`` and the padding
+            mask ``(B', L')`` (True at padding) that :func:`confidence` reads.
+        threshold: T ≥ 0.
+        criterion: ``"max-prob"`` or ``"entropy"``.
+    """
+    check_exit_arguments(threshold, criterion)
+    rows: Tensor | None = None  # each remaining row's example
+    layers = torch.full((batch_size,), num_layers, dtype=torch.long)
+    out: Tensor | None = None
+    keep: Tensor | None = None
+    for index in range(num_layers):
+        logits, mask = step(index, keep)
+        if rows is None or out is None:  # (B, C) or (B, L', C), zeros where a row ends
+            rows = torch.arange(batch_size, device=logits.device)
+            layers = layers.to(logits.device)
+            out = logits.new_zeros((batch_size, *mask.shape[1:2], logits.shape[-1]))
+            out = out if logits.dim() == 3 else out[:, 0]
+        elif keep is not None:
+            rows = rows[keep]
+        last = index == num_layers - 1
+        done = (
+            torch.ones_like(rows, dtype=torch.bool)
+            if last
+            else (confidence(logits, mask, criterion) >= threshold)
+        )
+        if logits.dim() == 3:
+            out[rows[done], : logits.shape[1]] = logits[done]
+        else:
+            out[rows[done]] = logits[done]
+        layers[rows[done]] = index + 1
+        keep = ~done
+        if not keep.any():
+            break
+    assert out is not None
+    return ExitResult(out, layers)
+
+
 class ExitHead(nn.Module):
     """A classifier on one block's output: a LayerNorm (when the stack ends in one, since a
     pre-LN block's output is not normalised) and a head of the model's kind.
@@ -206,6 +279,11 @@ class EarlyExitModel(TaskModel):
         logits = [head(h, mask) for head, h in zip(self.exits, hidden, strict=False)]
         return [*logits, self.head(hidden[-1], mask)]
 
+    def exit_mask(self, batch: Batch) -> Tensor:
+        """``(B, L)``, True at padding: the positions of a token task's logits that
+        :func:`confidence` skips."""
+        return self.embedding.padding_mask(batch)
+
     def _exit_logits(self, index: int, h: Tensor, mask: Tensor) -> Tensor:
         """Block ``index``'s (0-based) classifier on that block's raw output ``h``."""
         if index < len(self.exits):
@@ -229,42 +307,20 @@ class EarlyExitModel(TaskModel):
             threshold: T ≥ 0.
             criterion: ``"max-prob"`` or ``"entropy"`` (:func:`confidence`).
         """
-        if not threshold >= 0:  # NaN too
-            raise ValueError(f"exit threshold must be >= 0, got {threshold}")
-        if criterion not in EXIT_CRITERIA:
-            raise ValueError(f"unknown exit criterion {criterion!r}; choose max-prob or entropy")
+        check_exit_arguments(threshold, criterion)
         x, mask = self.encoder_inputs(batch)
         if self.stack.absolute is not None:
             x = self.stack.absolute(x)
         x = self.stack.embed_dropout(x)
-        rows = torch.arange(x.shape[0], device=x.device)  # each remaining row's example
-        layers = torch.full_like(rows, self.num_layers)
-        out: Tensor | None = None
-        for index, block in enumerate(self.stack.layers):
-            x, _ = run_block(self.stack, block, x, key_padding_mask=mask)
-            logits = self._exit_logits(index, x, mask)
-            if out is None:  # (B, C) or (B, L', C), zeros where a shortened row ends
-                out = logits.new_zeros((len(rows), *mask.shape[1:2], logits.shape[-1]))
-                out = out if logits.dim() == 3 else out[:, 0]
-            last = index == self.num_layers - 1
-            done = (
-                torch.ones_like(rows, dtype=torch.bool)
-                if last
-                else (confidence(logits, mask, criterion) >= threshold)
-            )
-            if logits.dim() == 3:
-                out[rows[done], : logits.shape[1]] = logits[done]
-            else:
-                out[rows[done]] = logits[done]
-            layers[rows[done]] = index + 1
-            keep = ~done
-            if not keep.any():
-                break
-            x, mask, rows = x[keep], mask[keep], rows[keep]
-            length = int((~mask).sum(dim=1).max().clamp(min=1))  # padding trails
-            x, mask = x[:, :length], mask[:, :length]
-        assert out is not None
-        return ExitResult(out, layers)
+
+        def step(index: int, keep: Tensor | None) -> tuple[Tensor, Tensor]:
+            nonlocal x, mask
+            if keep is not None:
+                mask, (x,) = keep_rows(keep, mask, x)
+            x, _ = run_block(self.stack, self.stack.layers[index], x, key_padding_mask=mask)
+            return self._exit_logits(index, x, mask), mask
+
+        return exit_early(self.num_layers, x.shape[0], step, threshold, criterion)
 
     def layer_groups(self) -> list[list[nn.Parameter]]:
         """As :meth:`TaskModel.layer_groups`, with exit i's classifier in block i's group."""
@@ -276,6 +332,29 @@ class EarlyExitModel(TaskModel):
             for i, block in enumerate(groups[1:-1])
         ]
         return [below, *blocks, groups[-1]]
+
+
+def exit_heads(
+    head: Head,
+    width: int,
+    num_labels: int,
+    count: int,
+    *,
+    pooling: str,
+    dropout: float,
+    norm: bool,
+) -> list[ExitHead]:
+    """``count`` classifiers of ``head``'s kind (token or sequence, ``pooling``) on
+    ``width``-wide block outputs, each after a LayerNorm when ``norm``."""
+    exits = []
+    for _ in range(count):
+        copy: Head
+        if isinstance(head, TokenClassifier):
+            copy = TokenClassifier(width, num_labels, dropout=dropout)
+        else:
+            copy = SequenceClassifier(width, num_labels, pooling=pooling, dropout=dropout)
+        exits.append(ExitHead(copy, width, norm=norm))
+    return exits
 
 
 def build_exit_model(
@@ -292,17 +371,15 @@ def build_exit_model(
     assert isinstance(config, ExitOptions), "an architecture with exit heads"
     stack = encoder.encoder
     assert isinstance(stack, BlockStack), "adaptive depth has no exit heads (refused at build)"
-    exits = []
-    for _ in range(stack.num_layers - 1):
-        if isinstance(head, TokenClassifier):
-            copy: Head = TokenClassifier(
-                encoder.output_dim, spec.num_labels, dropout=config.dropout
-            )
-        else:
-            copy = SequenceClassifier(
-                encoder.output_dim, spec.num_labels, pooling=config.pooling, dropout=config.dropout
-            )
-        exits.append(ExitHead(copy, encoder.output_dim, norm=stack.norm is not None))
+    exits = exit_heads(
+        head,
+        encoder.output_dim,
+        spec.num_labels,
+        stack.num_layers - 1,
+        pooling=config.pooling,
+        dropout=config.dropout,
+        norm=stack.norm is not None,
+    )
     return EarlyExitModel(
         embedding,
         encoder,

@@ -175,8 +175,6 @@ def check_fields(config: ModelOptions, *, task: TaskType, text: bool | None) -> 
         unused |= dict.fromkeys(("char_features", "word_dropout"), "this data is not words")
     if task not in ("token", "sequence"):
         unused["exit_heads"] = f"early exit is for token and sequence tasks, not a {task} task"
-    elif getattr(config, "pretrained", None) is not None:
-        unused["exit_heads"] = "a pretrained checkpoint's encoder has no exit heads here"
     elif getattr(config, "halting", "none") == "act":
         unused["exit_heads"] = (
             'model.halting = "act" chooses each position\'s depth itself; early exit needs '

@@ -202,7 +202,7 @@ def exit_sweep(
     limits = torch.tensor(list(thresholds), dtype=torch.float32)[:, None]  # (K, 1)
     for batch in batches:
         batch = batch.to(device)
-        mask = model.embedding.padding_mask(batch)
+        mask = model.exit_mask(batch)
         per_layer = model(batch, exits=True)
         assert isinstance(per_layer, list)
         sure = torch.stack([confidence(logits, mask, criterion) for logits in per_layer]).cpu()
