@@ -263,11 +263,6 @@ def build_pretrained_model(
             f"model.pretrained is for token, sequence, multilabel and regression tasks, not {task}"
         )
     model = PretrainedTaskModel(bert, head, task=task, spec=spec)
-    if config.exit_heads:
-        # Imported here: the early-exit model builds on this module's PretrainedTaskModel.
-        from selfattn.models.pretrained_exit import build_pretrained_exit_model
-
-        model = build_pretrained_exit_model(config, model, num_labels)
     use_layer_choices(model, config)
     return model
 

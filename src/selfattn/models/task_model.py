@@ -279,7 +279,7 @@ def build_model(
         )
     if pretrained is not None:
         assert isinstance(config, TransformerOptions), "model.pretrained is the transformer's"
-        return build_pretrained_model(
+        fine_tuned = build_pretrained_model(
             config,
             task=task,
             pretrained=pretrained,
@@ -296,6 +296,12 @@ def build_model(
                 pretrained=pretrained,
             ),
         )
+        if not config.exit_heads:
+            return fine_tuned
+        # Imported here, as for a model trained from scratch (_encoder_model).
+        from selfattn.models.early_exit import build_pretrained_exit_model
+
+        return build_pretrained_exit_model(config, fine_tuned, num_labels)
     if isinstance(config, MemN2NOptions):
         return _memory_model(config, task, vocab_size, num_labels, max_len)
     assert isinstance(config, EncoderOptions), "check_label_model: an encoder architecture"
