@@ -537,3 +537,7 @@ def build_pretrained_exit_model(
         loss_weights=exit_loss_weights(config.exit_loss_weights, blocks),
         weighting=config.exit_loss_weights,
     )
+
+
+#: A model with exit heads: trained from scratch or fine-tuned from a checkpoint.
+ExitModel = EarlyExitModel | PretrainedExitModel
