@@ -276,7 +276,6 @@ def test_each_exit_decays_with_its_block() -> None:
         ("regression", {}, "early exit is for token and sequence tasks"),
         ("sequence", {"architecture": "bigru", "num_heads": 4}, "does not use it"),
         ("sequence", {"architecture": "graph"}, "does not use it"),
-        ("sequence", {"pretrained": "minilm-l6"}, "no exit heads here"),
         ("sequence", {"share_weights": True, "halting": "act"}, "chooses each position's depth"),
     ],
 )

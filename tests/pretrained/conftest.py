@@ -43,22 +43,40 @@ REVIEWS = [
 def bert_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random 2-layer BERT (Hugging Face's own ``save_pretrained``) with a WordPiece
     tokenizer.json over :data:`VOCAB`."""
+    sizes = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4}
+    config = transformers.BertConfig(**sizes, intermediate_size=64, **TINY)
+    return tiny_folder(tmp_path_factory, "tiny-bert", transformers.BertModel, config)
+
+
+@pytest.fixture(scope="module")
+def distilbert_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random 3-layer DistilBERT with the same tokenizer.json."""
+    config = transformers.DistilBertConfig(dim=32, n_layers=3, n_heads=4, hidden_dim=64, **TINY)
+    return tiny_folder(tmp_path_factory, "tiny-distilbert", transformers.DistilBertModel, config)
+
+
+#: What both tiny checkpoints share: the vocabulary and 24 positions.
+TINY = {"vocab_size": len(VOCAB), "max_position_embeddings": 24}
+
+
+def tiny_folder(
+    factory: pytest.TempPathFactory, name: str, model_class: type, config: object
+) -> Path:
+    """``model_class(config)`` with seed-0 random weights, saved with :func:`write_tokenizer`
+    in a new folder ``name``."""
     torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=24,
-    )
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    transformers.BertModel(config).save_pretrained(folder)
+    folder = factory.mktemp(name)
+    model_class(config).save_pretrained(folder)
+    write_tokenizer(folder)
+    return folder
+
+
+def write_tokenizer(folder: Path) -> None:
+    """A lowercasing WordPiece tokenizer.json over :data:`VOCAB` in ``folder``."""
     tokenizer = Tokenizer(WordPiece({t: i for i, t in enumerate(VOCAB)}, unk_token="[UNK]"))
     tokenizer.normalizer = BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = BertPreTokenizer()
     tokenizer.save(str(folder / "tokenizer.json"))
-    return folder
 
 
 @pytest.fixture(scope="module")

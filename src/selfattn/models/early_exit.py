@@ -10,6 +10,11 @@ of them (Teerapittayanon et al. 2016, BranchyNet; Xin et al. 2020, DeeBERT).
 :meth:`EarlyExitModel.early_exit` runs a batch this way without padding waste: the rows that
 exit after a block are taken out of the batch (and trailing padding columns no remaining
 row needs are cut) before the next block runs, so later blocks work only on what is left.
+
+:class:`PretrainedExitModel` does the same for a model fine-tuned from a pretrained BERT or
+DistilBERT (``model.pretrained`` with ``model.exit_heads``; DeeBERT's setting): BERT's
+post-LN blocks end in their own LayerNorm, so its exits read each block's output as it is,
+and a token task's rows lose their wordpiece and word columns alike.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from selfattn.datatypes import Batch
+from selfattn.models.architectures.transformer import TransformerOptions
 from selfattn.models.checkpointing import run_block
 from selfattn.models.composed import TaskModel
 from selfattn.models.embedding import InputEmbedding
@@ -30,6 +36,7 @@ from selfattn.models.encoder import BlockStack
 from selfattn.models.encoders import AttentionSequenceEncoder
 from selfattn.models.heads import ClsToken, SequenceClassifier, TokenClassifier
 from selfattn.models.option_groups import EncoderOptions, ExitOptions
+from selfattn.models.pretrained import PretrainedTaskModel, subwords_of
 from selfattn.models.spec import TaskSpec
 from selfattn.models.vision import ImageEmbedding
 
@@ -111,6 +118,79 @@ class ExitResult:
 
     logits: Tensor
     layers: Tensor
+
+
+def check_exit_arguments(threshold: float, criterion: str) -> None:
+    """Refuse a threshold below 0 (or NaN) and an unknown criterion.
+
+    Raises:
+        ValueError: naming the value.
+    """
+    if not threshold >= 0:  # NaN too
+        raise ValueError(f"exit threshold must be >= 0, got {threshold}")
+    if criterion not in EXIT_CRITERIA:
+        raise ValueError(f"unknown exit criterion {criterion!r}; choose max-prob or entropy")
+
+
+def keep_rows(keep: Tensor, mask: Tensor, *tensors: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """The rows of ``mask`` (``(B, L)``, True at trailing padding) and of each ``(B, L, …)``
+    tensor where ``keep`` is True, cut to the longest remaining row."""
+    mask = mask[keep]
+    length = int((~mask).sum(dim=1).max().clamp(min=1))  # padding trails
+    return mask[:, :length], tuple(t[keep][:, :length] for t in tensors)
+
+
+def exit_early(
+    num_layers: int,
+    batch_size: int,
+    step: Callable[[int, Tensor | None], tuple[Tensor, Tensor]],
+    threshold: float,
+    criterion: str,
+) -> ExitResult:
+    """The adaptive-depth loop of early exit: each example leaves after the first block
+    whose classifier's :func:`confidence` is at least ``threshold`` (the last block's,
+    whatever it is).
+
+    Args:
+        num_layers: N, the blocks.
+        batch_size: B.
+        step: ``step(index, keep)`` drops the rows where ``keep`` is False (``None``: the
+            first block, nothing to drop), runs block ``index`` (0-based) on the rest and
+            returns its classifier's logits ``(B', C)`` or ``(B', L', C)`` and the padding
+            mask ``(B', L')`` (True at padding) that :func:`confidence` reads.
+        threshold: T ≥ 0.
+        criterion: ``"max-prob"`` or ``"entropy"``.
+    """
+    check_exit_arguments(threshold, criterion)
+    rows: Tensor | None = None  # each remaining row's example
+    layers = torch.full((batch_size,), num_layers, dtype=torch.long)
+    out: Tensor | None = None
+    keep: Tensor | None = None
+    for index in range(num_layers):
+        logits, mask = step(index, keep)
+        if rows is None or out is None:  # (B, C) or (B, L', C), zeros where a row ends
+            rows = torch.arange(batch_size, device=logits.device)
+            layers = layers.to(logits.device)
+            out = logits.new_zeros((batch_size, *mask.shape[1:2], logits.shape[-1]))
+            out = out if logits.dim() == 3 else out[:, 0]
+        elif keep is not None:
+            rows = rows[keep]
+        last = index == num_layers - 1
+        done = (
+            torch.ones_like(rows, dtype=torch.bool)
+            if last
+            else (confidence(logits, mask, criterion) >= threshold)
+        )
+        if logits.dim() == 3:
+            out[rows[done], : logits.shape[1]] = logits[done]
+        else:
+            out[rows[done]] = logits[done]
+        layers[rows[done]] = index + 1
+        keep = ~done
+        if not keep.any():
+            break
+    assert out is not None
+    return ExitResult(out, layers)
 
 
 class ExitHead(nn.Module):
@@ -207,6 +287,11 @@ class EarlyExitModel(TaskModel):
         logits = [head(h, mask) for head, h in zip(self.exits, hidden, strict=False)]
         return [*logits, self.head(hidden[-1], mask)]
 
+    def exit_mask(self, batch: Batch) -> Tensor:
+        """``(B, L)``, True at padding: the positions of a token task's logits that
+        :func:`confidence` skips."""
+        return self.embedding.padding_mask(batch)
+
     def _exit_logits(self, index: int, h: Tensor, mask: Tensor) -> Tensor:
         """Block ``index``'s (0-based) classifier on that block's raw output ``h``."""
         if index < len(self.exits):
@@ -230,42 +315,20 @@ class EarlyExitModel(TaskModel):
             threshold: T ≥ 0.
             criterion: ``"max-prob"`` or ``"entropy"`` (:func:`confidence`).
         """
-        if not threshold >= 0:  # NaN too
-            raise ValueError(f"exit threshold must be >= 0, got {threshold}")
-        if criterion not in EXIT_CRITERIA:
-            raise ValueError(f"unknown exit criterion {criterion!r}; choose max-prob or entropy")
+        check_exit_arguments(threshold, criterion)
         x, mask = self.encoder_inputs(batch)
         if self.stack.absolute is not None:
             x = self.stack.absolute(x)
         x = self.stack.embed_dropout(x)
-        rows = torch.arange(x.shape[0], device=x.device)  # each remaining row's example
-        layers = torch.full_like(rows, self.num_layers)
-        out: Tensor | None = None
-        for index, block in enumerate(self.stack.layers):
-            x, _ = run_block(self.stack, block, x, key_padding_mask=mask)
-            logits = self._exit_logits(index, x, mask)
-            if out is None:  # (B, C) or (B, L', C), zeros where a shortened row ends
-                out = logits.new_zeros((len(rows), *mask.shape[1:2], logits.shape[-1]))
-                out = out if logits.dim() == 3 else out[:, 0]
-            last = index == self.num_layers - 1
-            done = (
-                torch.ones_like(rows, dtype=torch.bool)
-                if last
-                else (confidence(logits, mask, criterion) >= threshold)
-            )
-            if logits.dim() == 3:
-                out[rows[done], : logits.shape[1]] = logits[done]
-            else:
-                out[rows[done]] = logits[done]
-            layers[rows[done]] = index + 1
-            keep = ~done
-            if not keep.any():
-                break
-            x, mask, rows = x[keep], mask[keep], rows[keep]
-            length = int((~mask).sum(dim=1).max().clamp(min=1))  # padding trails
-            x, mask = x[:, :length], mask[:, :length]
-        assert out is not None
-        return ExitResult(out, layers)
+
+        def step(index: int, keep: Tensor | None) -> tuple[Tensor, Tensor]:
+            nonlocal x, mask
+            if keep is not None:
+                mask, (x,) = keep_rows(keep, mask, x)
+            x, _ = run_block(self.stack, self.stack.layers[index], x, key_padding_mask=mask)
+            return self._exit_logits(index, x, mask), mask
+
+        return exit_early(self.num_layers, x.shape[0], step, threshold, criterion)
 
     def layer_groups(self) -> list[list[nn.Parameter]]:
         """As :meth:`TaskModel.layer_groups`, with exit i's classifier in block i's group."""
@@ -277,6 +340,29 @@ class EarlyExitModel(TaskModel):
             for i, block in enumerate(groups[1:-1])
         ]
         return [below, *blocks, groups[-1]]
+
+
+def exit_heads(
+    head: Head,
+    width: int,
+    num_labels: int,
+    count: int,
+    *,
+    pooling: str,
+    dropout: float,
+    norm: bool,
+) -> list[ExitHead]:
+    """``count`` classifiers of ``head``'s kind (token or sequence, ``pooling``) on
+    ``width``-wide block outputs, each after a LayerNorm when ``norm``."""
+    exits = []
+    for _ in range(count):
+        copy: Head
+        if isinstance(head, TokenClassifier):
+            copy = TokenClassifier(width, num_labels, dropout=dropout)
+        else:
+            copy = SequenceClassifier(width, num_labels, pooling=pooling, dropout=dropout)
+        exits.append(ExitHead(copy, width, norm=norm))
+    return exits
 
 
 def build_exit_model(
@@ -293,17 +379,15 @@ def build_exit_model(
     assert isinstance(config, ExitOptions), "an architecture with exit heads"
     stack = encoder.encoder
     assert isinstance(stack, BlockStack), "adaptive depth has no exit heads (refused at build)"
-    exits = []
-    for _ in range(stack.num_layers - 1):
-        if isinstance(head, TokenClassifier):
-            copy: Head = TokenClassifier(
-                encoder.output_dim, spec.num_labels, dropout=config.dropout
-            )
-        else:
-            copy = SequenceClassifier(
-                encoder.output_dim, spec.num_labels, pooling=config.pooling, dropout=config.dropout
-            )
-        exits.append(ExitHead(copy, encoder.output_dim, norm=stack.norm is not None))
+    exits = exit_heads(
+        head,
+        encoder.output_dim,
+        spec.num_labels,
+        stack.num_layers - 1,
+        pooling=config.pooling,
+        dropout=config.dropout,
+        norm=stack.norm is not None,
+    )
     return EarlyExitModel(
         embedding,
         encoder,
@@ -314,3 +398,147 @@ def build_exit_model(
         spec=spec,
         cls_token=cls_token,
     )
+
+
+class PretrainedExitModel(PretrainedTaskModel):
+    """A :class:`PretrainedTaskModel` with a classifier after every block of its encoder.
+
+    ``forward(batch)`` is the fine-tuned model's (the last block's head), so training's dev
+    metrics and ``predict`` read the full depth; ``forward(batch, exits=True)`` returns
+    every block's logits for the joint loss, and :meth:`early_exit` runs the stack
+    adaptively.
+
+    Args:
+        model: the fine-tuned model without exits (its encoder and head are taken over).
+        exits: the N − 1 classifiers after blocks 1 … N − 1.
+        loss_weights: w_1 … w_N (:func:`~selfattn.models.early_exit.exit_loss_weights`).
+        weighting: the scheme that gave them, for ``repr``.
+    """
+
+    has_exit_heads = True
+
+    def __init__(
+        self,
+        model: PretrainedTaskModel,
+        *,
+        exits: list[ExitHead],
+        loss_weights: list[float],
+        weighting: str,
+    ) -> None:
+        super().__init__(model.bert, model.head, task=model.task, spec=model.spec)
+        blocks = self.num_layers
+        if len(exits) != blocks - 1 or len(loss_weights) != blocks:
+            raise ValueError(
+                f"{blocks} blocks need {blocks - 1} exit heads and {blocks} loss weights, "
+                f"got {len(exits)} and {len(loss_weights)}"
+            )
+        self.exits = nn.ModuleList(exits)
+        self.loss_weights = loss_weights
+        self.weighting = weighting
+
+    @property
+    def num_layers(self) -> int:
+        """N, the blocks of the encoder (and exits)."""
+        return len(self.bert.encoder.layers)
+
+    def extra_repr(self) -> str:
+        weights = ", ".join(f"{w:.3f}" for w in self.loss_weights)
+        return f"exit_loss_weights={self.weighting} ({weights})"
+
+    def task_loss(
+        self, forward: Callable[..., Any], batch: Any, loss_of: Callable[[Tensor], Tensor]
+    ) -> Tensor:
+        """Every exit's loss, weighted, through ``forward``."""
+        return weighted_exit_loss(forward(batch, exits=True), self.loss_weights, loss_of)
+
+    def _heads(self) -> list[nn.Module]:
+        return [*self.exits, self.head]
+
+    def forward(self, batch: Batch, exits: bool = False) -> Tensor | list[Tensor]:  # type: ignore[override]
+        """The last block's logits, or with ``exits`` every block's, N tensors."""
+        if not exits:
+            return super().forward(batch)
+        pieces = subwords_of(batch)
+        hidden = self.bert(pieces.input_ids, pieces.attention_mask).hidden_states[1:]
+        padding = pieces.attention_mask == 0
+        return [
+            self.read(head, h, padding, pieces.first, batch.key_padding_mask)
+            for head, h in zip(self._heads(), hidden, strict=True)
+        ]
+
+    def exit_mask(self, batch: Batch) -> Tensor:
+        """``(B, L)``, True at padded words: the positions of a token task's logits that
+        the confidence skips."""
+        return batch.key_padding_mask
+
+    @torch.no_grad()
+    def early_exit(self, batch: Batch, threshold: float, criterion: str = "max-prob") -> ExitResult:
+        """Each example leaves after the first block whose classifier's confidence is at
+        least ``threshold`` (:func:`~selfattn.models.early_exit.exit_early`); the answers
+        are those of running each example alone. Call it in eval mode."""
+        pieces = subwords_of(batch)
+        padding = pieces.attention_mask == 0
+        words = batch.key_padding_mask
+        first = pieces.first if self.task == "token" else None
+        stack = self.bert.encoder
+        x = self.bert.embeddings(pieces.input_ids)
+        if stack.absolute is not None:
+            x = stack.absolute(x)
+        x = stack.embed_dropout(x)
+        heads = self._heads()
+
+        def step(index: int, keep: Tensor | None) -> tuple[Tensor, Tensor]:
+            nonlocal x, padding, words, first
+            if keep is not None:
+                padding, (x,) = keep_rows(keep, padding, x)
+                if first is not None:
+                    words, (first,) = keep_rows(keep, words, first)
+                else:
+                    words = words[keep]
+            x, _ = run_block(stack, stack.layers[index], x, key_padding_mask=padding)
+            logits = self.read(heads[index], x, padding, first, words)
+            return logits, words
+
+        return exit_early(self.num_layers, x.shape[0], step, threshold, criterion)
+
+    def layer_groups(self) -> list[list[nn.Parameter]]:
+        """As :meth:`PretrainedTaskModel.layer_groups`, with exit i's classifier in block
+        i's group."""
+        groups = super().layer_groups()
+        inside = {id(p) for p in self.exits.parameters()}
+        blocks = [
+            [*block, *(self.exits[i].parameters() if i < len(self.exits) else ())]
+            for i, block in enumerate(groups[1:-1])
+        ]
+        head = [p for p in groups[-1] if id(p) not in inside]
+        return [groups[0], *blocks, head]
+
+
+def build_pretrained_exit_model(
+    config: TransformerOptions, model: PretrainedTaskModel, num_labels: int
+) -> PretrainedExitModel:
+    """``model`` with a classifier like its head (``num_labels`` classes) after each block
+    but the last."""
+    head = model.head
+    assert isinstance(head, TokenClassifier | SequenceClassifier), "check_fields: classes"
+    blocks = len(model.bert.encoder.layers)
+    pooling = "first" if config.pooling == "cls" else config.pooling
+    exits = exit_heads(
+        head,
+        model.bert.embed_dim,
+        num_labels,
+        blocks - 1,
+        pooling=pooling,
+        dropout=config.head_rate,
+        norm=False,
+    )
+    return PretrainedExitModel(
+        model,
+        exits=exits,
+        loss_weights=exit_loss_weights(config.exit_loss_weights, blocks),
+        weighting=config.exit_loss_weights,
+    )
+
+
+#: A model with exit heads: trained from scratch or fine-tuned from a checkpoint.
+ExitModel = EarlyExitModel | PretrainedExitModel

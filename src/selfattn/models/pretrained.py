@@ -56,6 +56,8 @@ _FINE_TUNING = frozenset(
         "pooling",
         "dropout_masks",
         "linear_layers",
+        "exit_heads",
+        "exit_loss_weights",
     }
 )
 
@@ -118,7 +120,7 @@ class PretrainedTaskModel(LabelModelHooks):
 
     def forward(self, batch: Batch) -> Tensor:
         """Logits: ``(B, L, C)`` for L words (token task), ``(B, C)``, or ``(B,)``."""
-        subwords = _subwords(batch)
+        subwords = subwords_of(batch)
         return self.forward_subwords(
             subwords.input_ids, subwords.attention_mask, subwords.first, batch.key_padding_mask
         )
@@ -140,7 +142,19 @@ class PretrainedTaskModel(LabelModelHooks):
             word_padding_mask: token task with ``first``: ``(B, L)`` True at padded words.
         """
         h = self.bert(input_ids, attention_mask).last_hidden_state  # (B, T, E)
-        padding = attention_mask == 0
+        return self.read(self.head, h, attention_mask == 0, first, word_padding_mask)
+
+    def read(
+        self,
+        head: nn.Module,
+        h: Tensor,
+        padding: Tensor,
+        first: Tensor | None = None,
+        word_padding_mask: Tensor | None = None,
+    ) -> Tensor:
+        """``head`` on hidden states ``h`` ``(B, T, E)`` of wordpieces (``padding``
+        ``(B, T)`` True at padding): a token task with ``first`` reads each word at its
+        first wordpiece (``word_padding_mask`` True at padded words)."""
         if self.task == "token" and first is not None:
             h = torch.gather(h, 1, first[..., None].expand(-1, -1, h.shape[-1]))  # (B, L, E)
             padding = (
@@ -148,13 +162,14 @@ class PretrainedTaskModel(LabelModelHooks):
                 if word_padding_mask is not None
                 else torch.zeros_like(first, dtype=torch.bool)
             )
-        return self.head(h, padding)
+        out: Tensor = head(h, padding)
+        return out
 
     @torch.no_grad()
     def attention_maps(self, batch: Batch) -> list[Tensor]:
         """Every block's weights over the wordpieces, ``num_layers`` × ``(B, H, T, T)``
         (``[CLS]`` first and ``[SEP]`` last in every row)."""
-        subwords = _subwords(batch)
+        subwords = subwords_of(batch)
         out = self.bert(subwords.input_ids, subwords.attention_mask, need_weights=True)
         assert out.attentions is not None
         return out.attentions
@@ -188,7 +203,8 @@ class PretrainedTaskModel(LabelModelHooks):
         self.bert.load_state_dict(loaded.state_dict())
 
 
-def _subwords(batch: Batch) -> Any:
+def subwords_of(batch: Batch) -> Any:
+    """The batch's wordpieces (the checkpoint's tokenizer's), refused in one line when absent."""
     if batch.subwords is None:
         raise ValueError(
             "this model was fine-tuned from a pretrained checkpoint: its batches come from "

@@ -20,7 +20,7 @@ from selfattn.models.architectures import ARCHITECTURES, build_encoder
 from selfattn.models.architectures.memn2n import MemN2NOptions
 from selfattn.models.architectures.transformer import TransformerOptions
 from selfattn.models.composed import TaskModel
-from selfattn.models.early_exit import build_exit_model
+from selfattn.models.early_exit import build_exit_model, build_pretrained_exit_model
 from selfattn.models.embedding import InputEmbedding
 from selfattn.models.encoders import AttentionSequenceEncoder, SequenceEncoder
 from selfattn.models.heads import (
@@ -74,8 +74,6 @@ def check_fields(config: ModelOptions, *, task: TaskType, text: bool | None) -> 
         unused |= dict.fromkeys(("char_features", "word_dropout"), "this data is not words")
     if task not in ("token", "sequence"):
         unused["exit_heads"] = f"early exit is for token and sequence tasks, not a {task} task"
-    elif getattr(config, "pretrained", None) is not None:
-        unused["exit_heads"] = "a pretrained checkpoint's encoder has no exit heads here"
     elif getattr(config, "halting", "none") == "act":
         unused["exit_heads"] = (
             'model.halting = "act" chooses each position\'s depth itself; early exit needs '
@@ -180,7 +178,7 @@ def build_model(
         )
     if pretrained is not None:
         assert isinstance(config, TransformerOptions), "model.pretrained is the transformer's"
-        return build_pretrained_model(
+        fine_tuned = build_pretrained_model(
             config,
             task=task,
             pretrained=pretrained,
@@ -197,6 +195,9 @@ def build_model(
                 pretrained=pretrained,
             ),
         )
+        if not config.exit_heads:
+            return fine_tuned
+        return build_pretrained_exit_model(config, fine_tuned, num_labels)
     if isinstance(config, MemN2NOptions):
         return _memory_model(config, task, vocab_size, num_labels, max_len)
     assert isinstance(config, EncoderOptions), "check_label_model: an encoder architecture"

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from selfattn.datatypes import Batch
-from selfattn.models.early_exit import EXIT_CRITERIA, EarlyExitModel, confidence
+from selfattn.models.early_exit import EXIT_CRITERIA, ExitModel, confidence
 from selfattn.specials import IGNORE_INDEX
 from selfattn.tasks.metrics import eval_batches
 
@@ -63,8 +63,9 @@ class ExitPoint:
     count: float
 
 
-def check_exit_request(model: Any, threshold: float | None, criterion: str) -> EarlyExitModel:
-    """``model`` as an :class:`EarlyExitModel`, the threshold and criterion checked.
+def check_exit_request(model: Any, threshold: float | None, criterion: str) -> ExitModel:
+    """``model`` as an :data:`~selfattn.models.early_exit.ExitModel`, the threshold and
+    criterion checked.
 
     Raises:
         ValueError: a model without exit heads, T < 0 (or NaN), an unknown criterion
@@ -73,8 +74,8 @@ def check_exit_request(model: Any, threshold: float | None, criterion: str) -> E
     if not getattr(model, "has_exit_heads", False):  # a seq2seq or bits model has no hooks
         raise ValueError(
             "early exit: this model has no exit heads; train it with "
-            "--set model.exit_heads=true (a transformer or conformer on a token or sequence "
-            "task)"
+            "--set model.exit_heads=true (a transformer, a conformer or a model.pretrained "
+            "fine-tune, on a token or sequence task)"
         )
     if threshold is not None and not threshold >= 0:
         raise ValueError(
@@ -86,7 +87,7 @@ def check_exit_request(model: Any, threshold: float | None, criterion: str) -> E
             f"--exit-criterion: unknown criterion {criterion!r}; choose "
             f"{' or '.join(EXIT_CRITERIA)}"
         )
-    return cast(EarlyExitModel, model)
+    return cast(ExitModel, model)
 
 
 def _correct(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
@@ -100,7 +101,7 @@ def _correct(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
 
 @torch.no_grad()
 def evaluate_early_exit(
-    model: EarlyExitModel, batches: Iterable[Batch], threshold: float, criterion: str = "max-prob"
+    model: ExitModel, batches: Iterable[Batch], threshold: float, criterion: str = "max-prob"
 ) -> dict[str, float]:
     """Accuracy and mean blocks run at ``threshold``, with the wall time per example of the
     adaptive stack and of the full depth (the normal forward pass), each batch timed once
@@ -180,7 +181,7 @@ class ExitSweep:
 
 @torch.no_grad()
 def exit_sweep(
-    model: EarlyExitModel,
+    model: ExitModel,
     batches: Iterable[Batch],
     thresholds: Sequence[float] = SWEEP_THRESHOLDS,
     criterion: str = "max-prob",
@@ -194,7 +195,7 @@ def exit_sweep(
     count = examples = 0.0
     limits = torch.tensor(list(thresholds), dtype=torch.float32)[:, None]  # (K, 1)
     for batch in eval_batches(model, batches):
-        mask = model.embedding.padding_mask(batch)
+        mask = model.exit_mask(batch)
         per_layer = model(batch, exits=True)
         assert isinstance(per_layer, list)
         sure = torch.stack([confidence(logits, mask, criterion) for logits in per_layer]).cpu()
