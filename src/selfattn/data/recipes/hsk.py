@@ -217,30 +217,30 @@ _SPLIT = (
     "(3,482 / 435 / 435 pairs). BLEU with sacrebleu's zh tokenisation."
 )
 
+_DESCRIPTIONS: dict[Units, tuple[str, str]] = {
+    "chars": (
+        "translate-en-zh",
+        "English → Chinese: 4,354 graded sentences of HSK levels 1-6 (hsk-sentences-audio), "
+        "4,352 after dropping exact duplicates; the Chinese target as characters. ",
+    ),
+    "words": (
+        "translate-en-zh-words",
+        "translate-en-zh with the Chinese target as the dataset's word segmentation "
+        "(punctuation as words of its own). ",
+    ),
+}
+
 register(
-    Recipe(
-        name="translate-en-zh",
-        task="seq2seq",
-        input="text",
-        description=(
-            "English → Chinese: 4,354 graded sentences of HSK levels 1-6 "
-            "(hsk-sentences-audio), 4,352 after dropping exact duplicates; the Chinese "
-            "target as characters. " + _SPLIT
-        ),
-        source=HSK_SOURCE,
-        licence=HSK_LICENCE,
-        build=_builder("chars"),
-    ),
-    Recipe(
-        name="translate-en-zh-words",
-        task="seq2seq",
-        input="text",
-        description=(
-            "translate-en-zh with the Chinese target as the dataset's word segmentation "
-            "(punctuation as words of its own). " + _SPLIT
-        ),
-        source=HSK_SOURCE,
-        licence=HSK_LICENCE,
-        build=_builder("words"),
-    ),
+    *(
+        Recipe(
+            name=name,
+            task="seq2seq",
+            input="text",
+            description=description + _SPLIT,
+            source=HSK_SOURCE,
+            licence=HSK_LICENCE,
+            build=_builder(units),
+        )
+        for units, (name, description) in _DESCRIPTIONS.items()
+    )
 )
