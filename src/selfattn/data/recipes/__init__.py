@@ -22,6 +22,8 @@ so importing it fills the table. A new recipe is a new module here plus one line
   sentences (Debian ``trans-de-en``).
 * ``bible-en-es`` (seq2seq, text; :mod:`.bible`): World English Bible → Reina-Valera 1909
   verses (Debian SWORD modules).
+* ``translate-en-zh``, ``translate-en-zh-words`` (seq2seq, text; :mod:`.hsk`): HSK graded
+  sentences, English → Chinese characters or words (PyPI ``hsk-sentences-audio``).
 * ``convex-hull-5`` / ``-10`` / ``-20`` (seq2seq, vectors; :mod:`.hull`): generated point
   sets and their hulls (pointer networks).
 * ``lra-listops``, ``listops-short``, ``lra-text``, ``lra-image`` (sequence task, text;
@@ -53,6 +55,7 @@ from selfattn.data.recipes import (  # noqa: F401
     bits,
     constructions,
     graphs,
+    hsk,
     hull,
     images,
     lra,

@@ -12,14 +12,18 @@ from selfattn.data import Example
 from selfattn.data.recipes.hull import hull_metrics
 
 
-def text_scores(hypotheses: list[str], references: list[list[str]]) -> dict[str, float]:
+def text_scores(
+    hypotheses: list[str], references: list[list[str]], *, tokenize: str = "13a"
+) -> dict[str, float]:
     """``bleu``, ``chrf`` and ``token_error_rate`` of detokenised ``hypotheses`` against
-    the reference tokens."""
+    the reference tokens; ``tokenize`` is sacrebleu's BLEU tokenisation (``zh`` for a
+    Chinese target: one token per character, whether or not the text has spaces)."""
     gold = [[" ".join(r) for r in references]]
     # Both sides are the recipe's space-tokenised text ("Das ist gut ."), scored alike by
     # sacrebleu's 13a tokeniser; force=True says that is deliberate.
+    bleu = sacrebleu.corpus_bleu(hypotheses, gold, force=True, tokenize=tokenize)
     return {
-        "bleu": float(sacrebleu.corpus_bleu(hypotheses, gold, force=True).score),
+        "bleu": float(bleu.score),
         "chrf": float(sacrebleu.corpus_chrf(hypotheses, gold).score),
         "token_error_rate": token_error_rate([h.split() for h in hypotheses], references),
     }

@@ -390,7 +390,10 @@ class Seq2SeqTask(Task):
         if pointer and data.dataset.startswith("convex"):
             metrics.update(hull_scores(examples, decoded))
         elif not pointer:
-            metrics.update(text_scores([self.detokenize(h) for h in decoded.tokens], references))
+            hypotheses = [self.detokenize(h) for h in decoded.tokens]
+            # A recipe names the BLEU tokenisation of its target language (zh: Chinese).
+            tokenize = splits.extra.get("bleu_tokenize", "13a")
+            metrics.update(text_scores(hypotheses, references, tokenize=tokenize))
         if splits.extra.get("targets") == LABEL_SET_TARGETS:
             # The multilabel task's numbers on the decoded sets (duplicates and <none> out).
             metrics["sequence_exact_match"] = metrics["exact_match"]
