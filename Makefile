@@ -48,7 +48,7 @@ typecheck: setup
 	$(VENV)/bin/mypy
 
 unit: setup browser
-	$(PY) -m pytest -q -m "not gpu"
+	$(PY) -m pytest -q -m "not gpu" --durations=25
 
 test: lint typecheck unit
 
