@@ -13,7 +13,7 @@ import torch
 
 from selfattn.cli.main import main
 from selfattn.explore import read_payload
-from selfattn.models.early_exit import PretrainedExitModel
+from selfattn.models.pretrained_exit import PretrainedExitModel
 from selfattn.tasks import Predictor, prepare
 from selfattn.tasks.early_exit import exit_sweep
 

@@ -20,7 +20,7 @@ from selfattn.models.architectures import ARCHITECTURES, build_encoder
 from selfattn.models.architectures.memn2n import MemN2NOptions
 from selfattn.models.architectures.transformer import TransformerOptions
 from selfattn.models.composed import TaskModel
-from selfattn.models.early_exit import build_exit_model, build_pretrained_exit_model
+from selfattn.models.early_exit import build_exit_model
 from selfattn.models.embedding import InputEmbedding
 from selfattn.models.encoders import AttentionSequenceEncoder, SequenceEncoder
 from selfattn.models.heads import (
@@ -33,6 +33,7 @@ from selfattn.models.layer_choices import use_layer_choices
 from selfattn.models.memory import MemoryTaskModel
 from selfattn.models.option_groups import EncoderOptions, ExitOptions, ModelOptions, toml_value
 from selfattn.models.pretrained import PretrainedTaskModel, build_pretrained_model
+from selfattn.models.pretrained_exit import build_pretrained_exit_model
 from selfattn.models.registry import cls_architectures, field_default, unset
 from selfattn.models.spec import TaskSpec
 from selfattn.models.vision import ImageEmbedding, build_image_parts, uses_image

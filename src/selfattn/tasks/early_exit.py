@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 
 from selfattn.datatypes import Batch
-from selfattn.models.early_exit import EXIT_CRITERIA, ExitModel, confidence
+from selfattn.models.early_exit import EXIT_CRITERIA, confidence
+from selfattn.models.pretrained_exit import ExitModel
 from selfattn.specials import IGNORE_INDEX
 from selfattn.tasks.metrics import eval_batches
 
@@ -64,7 +65,7 @@ class ExitPoint:
 
 
 def check_exit_request(model: Any, threshold: float | None, criterion: str) -> ExitModel:
-    """``model`` as an :data:`~selfattn.models.early_exit.ExitModel`, the threshold and
+    """``model`` as an :data:`~selfattn.models.pretrained_exit.ExitModel`, the threshold and
     criterion checked.
 
     Raises:
