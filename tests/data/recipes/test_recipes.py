@@ -30,6 +30,8 @@ def test_registry_entries_are_complete() -> None:
         "sentiment-rt",
         "speaker-jv",
         "translate-de-en",
+        "translate-en-zh",
+        "translate-en-zh-words",
         "bible-en-es",
         "convex-hull-5",
         "convex-hull-10",
@@ -68,7 +70,8 @@ def test_registry_entries_are_complete() -> None:
         assert source.download_mb >= 0 and source.origin()
     seq2seq = {name for name, recipe in RECIPES.items() if recipe.task == "seq2seq"}
     hulls = {f"convex-hull-{n}" for n in (5, 10, 20)}
-    assert seq2seq == {"translate-de-en", "bible-en-es", "digit-strings-espeak"} | hulls
+    translations = {"translate-de-en", "translate-en-zh", "translate-en-zh-words", "bible-en-es"}
+    assert seq2seq == translations | {"digit-strings-espeak"} | hulls
 
 
 def test_recipe_task_must_agree() -> None:
