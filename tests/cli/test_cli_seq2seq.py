@@ -97,6 +97,25 @@ def test_train_resume_eval_predict(
                 assert metrics[key] == results[method][key], (method, size, key)
     monkeypatch.undo()
 
+    # --length-penalty reaches beam search in place of the config's α (1); other decodings
+    # and a negative α refuse it in one line.
+    alphas: list[float] = []
+    beam = seq2seq_search.beam_search
+
+    def noting(model: Any, encoded: Any, **options: Any) -> Any:
+        alphas.append(options["length_penalty"])
+        return beam(model, encoded, **options)
+
+    monkeypatch.setattr(seq2seq_search, "beam_search", noting)
+    assert main(["eval", str(run_dir), "--beam", "3", "--length-penalty", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["decoding"] == "beam"
+    assert alphas and set(alphas) == {0.0}
+    monkeypatch.undo()
+    error = one_line_error(capsys, ["eval", str(run_dir), "--greedy", "--length-penalty", "1"])
+    assert "--length-penalty applies to beam search, not greedy" in error
+    error = one_line_error(capsys, ["eval", str(run_dir), "--beam", "2", "--length-penalty=-1"])
+    assert "--length-penalty must be a finite number >= 0, got -1.0" in error
+
     assert main(["predict", str(run_dir), "a b c", "--beam", "2"]) == 0
     output = capsys.readouterr().out.strip()
     assert output and all(word in SYMBOLS for word in output.split())

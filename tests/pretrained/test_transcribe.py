@@ -224,11 +224,14 @@ def test_predict_on_a_whisper_folder_prints_the_transcript(
     assert capsys.readouterr().out.strip() == transcribe(folder, wav)
     assert main(["predict", str(folder), str(wav), "--sample", "--seed", "3"]) == 0
     assert capsys.readouterr().out.strip()
+    assert main(["predict", str(folder), str(wav), "--beam", "1", "--length-penalty", "0"]) == 0
+    assert capsys.readouterr().out.strip() == transcribe(folder, wav)
     for bad, message in (
         (["--nat"], "--nat does not apply to a Whisper checkpoint"),
         (["--length-scale", "2"], "--length-scale does not apply to a Whisper checkpoint"),
         (["--temperature", "0.5"], "--temperature needs --sample"),
         (["--truncate"], "--truncate does not apply to a Whisper checkpoint"),
+        (["--length-penalty", "0"], "--length-penalty applies to beam search, not greedy"),
     ):
         assert main(["predict", str(folder), str(wav), *bad]) == 2
         error = capsys.readouterr().err.strip()

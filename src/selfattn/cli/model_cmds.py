@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -250,6 +251,13 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--top-k", type=int, help="sample among the k likeliest tokens")
     group.add_argument("--top-p", type=float, help="sample from the nucleus of mass p")
     group.add_argument("--length-scale", type=float, help="NAT: predicted length × this")
+    group.add_argument(
+        "--length-penalty",
+        type=float,
+        metavar="A",
+        help="beam search: α of the length normalisation ((5 + |Y|) / 6)^α, 0 the plain sum "
+        "(default: the config's seq2seq.length_penalty)",
+    )
     group.add_argument("--seed", type=int, help="seed of --sample (default 0)")
     labels = parser.add_argument_group("multilabel models (others refuse it)")
     labels.add_argument(
@@ -269,6 +277,9 @@ def decoding_options(args: argparse.Namespace) -> dict[str, Any]:
     """
     if args.beam is not None and args.beam < 1:
         raise ValueError(f"--beam must be at least 1, got {args.beam}")
+    alpha = args.length_penalty
+    if alpha is not None and not (math.isfinite(alpha) and alpha >= 0):
+        raise ValueError(f"--length-penalty must be a finite number >= 0, got {alpha}")
     batch_size = getattr(args, "batch_size", None)  # eval's alone
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"--batch-size must be at least 1, got {batch_size}")
@@ -278,8 +289,8 @@ def decoding_options(args: argparse.Namespace) -> dict[str, Any]:
             options["method"] = flag
     if args.beam is not None:
         options.update(method="beam", beam_size=args.beam)
-    names = ("temperature", "top_k", "top_p", "length_scale", "seed", "threshold", "batch_size")
-    for name in names:
+    names = ("temperature", "top_k", "top_p", "length_scale", "length_penalty", "seed")
+    for name in (*names, "threshold", "batch_size"):
         if getattr(args, name, None) is not None:
             options[name] = getattr(args, name)
     return options

@@ -19,7 +19,7 @@ from selfattn.pretrained.whisper_attention import cross_attention
 from selfattn.viz import plot_attention
 
 #: The decoding options a Whisper checkpoint reads (the others are the task models').
-_READ = {"method", "beam_size", "temperature", "top_k", "top_p", "seed"}
+_READ = {"method", "beam_size", "length_penalty", "temperature", "top_k", "top_p", "seed"}
 
 
 def add_whisper_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,8 +74,10 @@ def whisper_searcher(options: dict[str, Any]) -> SearchFn:
         name = "--nat" if method == "nat" else "--" + unread[0].replace("_", "-")
         raise ValueError(
             f"{name} does not apply to a Whisper checkpoint (it reads --greedy, --beam, "
-            "--sample, --temperature, --top-k, --top-p and --seed)"
+            "--length-penalty, --sample, --temperature, --top-k, --top-p and --seed)"
         )
+    if "length_penalty" in options and method != "beam":
+        raise ValueError(f"--length-penalty applies to beam search, not {method} decoding")
     sampling = {"temperature", "top_k", "top_p", "seed"} & set(options)
     if sampling and method != "sample":
         name = "--" + sorted(sampling)[0].replace("_", "-")
@@ -83,6 +85,7 @@ def whisper_searcher(options: dict[str, Any]) -> SearchFn:
     return whisper_search(
         method,
         beam_size=options.get("beam_size", 5),
+        length_penalty=options.get("length_penalty", 1.0),
         temperature=options.get("temperature", 1.0),
         top_k=options.get("top_k"),
         top_p=options.get("top_p"),

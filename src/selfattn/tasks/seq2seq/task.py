@@ -75,6 +75,7 @@ class Seq2SeqTask(Task):
             "top_k",
             "top_p",
             "length_scale",
+            "length_penalty",
             "seed",
             "use_cache",
             "batch_size",
@@ -277,12 +278,14 @@ class Seq2SeqTask(Task):
         top_k: int | None = None,
         top_p: float | None = None,
         length_scale: float = 1.0,
+        length_penalty: float | None = None,
         seed: int = 0,
         batch_size: int = EVAL_BATCH_SIZE,
         use_cache: bool = True,
     ) -> Decoded:
         """Decode ``examples`` (their targets are ignored) with ``method``.
 
+        ``length_penalty`` replaces the config's ``seq2seq.length_penalty`` for beam search;
         ``use_cache=False`` recomputes the whole prefix at every greedy or beam step (the
         reference the KV cache is checked and timed against).
         """
@@ -294,6 +297,10 @@ class Seq2SeqTask(Task):
                 "decode it with greedy, beam or sample"
             )
         settings = self.config.seq2seq
+        if length_penalty is not None:
+            if method != "beam":
+                raise ValueError(f"--length-penalty applies to beam search, not {method} decoding")
+            settings = dataclasses.replace(settings, length_penalty=length_penalty)
         generator = torch.Generator().manual_seed(seed)
         tokens: list[list[str]] = []
         scores: list[float] = []
