@@ -451,3 +451,26 @@ def test_warmup_then_decay(schedule: Any, middle: float, end: float) -> None:
     assert factor(9) == pytest.approx(1.0)
     assert factor(59) == pytest.approx(middle)
     assert factor(109) == pytest.approx(end)
+
+
+def test_a_resumed_run_takes_the_learning_rate_and_weight_decay_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """``--resume --set train.lr=… --set train.weight_decay=…``: the stored optimizer state
+    must not put back the rate or the weight decay the run started with (the schedule's
+    shape is kept)."""
+    config = _config(tmp_path / "run", epochs=1)
+    first = _run(config)
+    unchanged = _run(replace(config, train=replace(config.train, epochs=2)), resume=True)
+    unchanged_lr = unchanged.history[1]["lr"]
+
+    config = _config(tmp_path / "changed", epochs=1)
+    _run(config)
+    faster = replace(config.train, epochs=2, lr=config.train.lr * 10, weight_decay=0.5)
+    changed = _run(replace(config, train=faster), resume=True)
+    assert first.history[0]["lr"] == changed.history[0]["lr"]  # epoch 1 was trained at 1e-2
+    assert changed.history[1]["lr"] == pytest.approx(10 * unchanged_lr, rel=1e-6)
+    state = load_checkpoint(config.run_dir / "last").optimizer_state
+    assert state is not None
+    assert {group["weight_decay"] for group in state["param_groups"]} <= {0.5, 0.0}
+    assert 0.5 in {group["weight_decay"] for group in state["param_groups"]}

@@ -232,7 +232,16 @@ def restore(
             f"{checkpoint.directory}: the stored state does not fit the model its "
             f"configuration describes ({misfit}); resume with the run that wrote it"
         )
+    # The optimizer's settings as this run's configuration gives them: loading the stored
+    # state would otherwise put back the weight decay the run was started with.
+    configured = [
+        {k: v for k, v in g.items() if k != "params"} for g in parts.optimizer.param_groups
+    ]
     dist.load(parts.model, parts.optimizer, checkpoint.model_state, checkpoint.optimizer_state)
+    for group, settings in zip(parts.optimizer.param_groups, configured, strict=True):
+        for key in ("weight_decay", "betas", "eps"):
+            if key in settings:
+                group[key] = settings[key]
     if checkpoint.scheduler_state is not None:
         parts.scheduler.load_state_dict(checkpoint.scheduler_state)
         # A resumed run may have been given more epochs: stretch the decay to them.
