@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from selfattn.train.checkpoint import MANIFEST
-from selfattn.train.run_dir import METRICS_FILE
+from selfattn.train.run_dir import METRICS_FILE, read_metrics
 
 CONFIG_FILE = "config.toml"
 #: Where a run's test-split metrics are kept (``selfattn eval RUN --split test``'s JSON).
@@ -187,32 +187,6 @@ def read_run(path: Path, root: Path | None = None) -> RunRecord:
 def read_runs(folder: Path) -> list[RunRecord]:
     """Every run at or under ``folder``, read (see :func:`find_runs`)."""
     return [read_run(path, folder) for path in find_runs(folder)]
-
-
-def read_metrics(path: Path) -> tuple[list[dict[str, Any]], int | None]:
-    """The metrics lines of ``path`` and the number of the first line that is not whole
-    JSON (``None``: every line is)."""
-    lines: list[dict[str, Any]] = []
-    cut = None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return [], None
-    except (OSError, UnicodeDecodeError):
-        return [], 1
-    for number, row in enumerate(text.splitlines(), start=1):
-        if not row.strip():
-            continue
-        try:
-            value = json.loads(row)
-        except json.JSONDecodeError:
-            cut = cut or number
-            continue
-        if isinstance(value, dict):
-            lines.append(value)
-        else:
-            cut = cut or number
-    return lines, cut
 
 
 def _manifest(path: Path) -> dict[str, Any] | None:

@@ -11,13 +11,11 @@ run_dir/
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -180,16 +178,34 @@ def append_metrics(run_dir: Path, line: dict[str, Any]) -> None:
 def truncate_metrics(run_dir: Path, epochs: int) -> list[dict[str, Any]]:
     """Keep the metrics of the first ``epochs`` epochs (later ones belong to lost work)."""
     path = run_dir / METRICS_FILE
-    lines = list(_read_lines(path))
+    lines, _ = read_metrics(path)  # a line cut short by a crash is dropped
     kept = [line for line in lines if line.get("epoch", 0) <= epochs]
     if len(kept) != len(lines):
         write_atomic(path, "".join(json.dumps(line) + "\n" for line in kept).encode())
     return kept
 
 
-def _read_lines(path: Path) -> Iterator[dict[str, Any]]:
-    if not path.exists():
-        return
-    for text in path.read_text(encoding="utf-8").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):  # a line cut short by a crash
-            yield json.loads(text)
+def read_metrics(path: Path) -> tuple[list[dict[str, Any]], int | None]:
+    """The metrics lines of ``path`` and the number of the first line that is not whole
+    JSON (``None``: every line is)."""
+    lines: list[dict[str, Any]] = []
+    cut = None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return [], None
+    except (OSError, UnicodeDecodeError):
+        return [], 1
+    for number, row in enumerate(text.splitlines(), start=1):
+        if not row.strip():
+            continue
+        try:
+            value = json.loads(row)
+        except json.JSONDecodeError:
+            cut = cut or number
+            continue
+        if isinstance(value, dict):
+            lines.append(value)
+        else:
+            cut = cut or number
+    return lines, cut
