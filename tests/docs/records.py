@@ -26,7 +26,9 @@ numbers (rounded as written).
 
 Run as a script, ``params CONFIG [--set FIELD=VALUE ...] [--module NAME]`` loads the
 config's data, builds its model and prints the record entry (spec and count) to paste under
-``models`` and ``values``; ``count`` says how many documented numbers cite a record.
+``models`` and ``values``; ``count`` says how many documented numbers cite a record
+(``--pages``: the unbacked ones by page); ``record ID -- COMMAND ...`` runs a command and
+writes the record of what it printed (tests/docs/recorder.py).
 """
 
 from __future__ import annotations
@@ -229,6 +231,16 @@ def count_numbers(paths: list[Path]) -> tuple[int, int, int]:
     return cited, total, quoted
 
 
+def unbacked(paths: list[Path]) -> dict[str, int]:
+    """Each page's documented numbers in prose that cite no record, by its path."""
+    found = {}
+    for path in paths:
+        text = prose(path.read_text(encoding="utf-8"))
+        cited = sum(1 for c in citations(path) if MEASURED.fullmatch(c.number))
+        found[str(_shown(path))] = len(MEASURED.findall(text)) - cited
+    return found
+
+
 def parameter_count(model: dict[str, Any]) -> int:
     """The parameters of the model a record's ``models`` entry describes, built from its
     config and stored spec alone (no data is read)."""
@@ -265,14 +277,42 @@ def main(argv: list[str] | None = None) -> int:
     params.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     params.add_argument("--module", help="count this submodule alone (encoder)")
     counts = commands.add_parser("count", help="how many documented numbers records back")
+    counts.add_argument("--pages", action="store_true", help="the unbacked numbers, by page")
     counts.set_defaults(config=None)
+    recording = commands.add_parser("record", help="run a command and record what it prints")
+    recording.add_argument("id", help="the record's name: docs/records/ID.json")
+    recording.add_argument("--keys", help="record only these values (comma-separated)")
+    recording.add_argument("--note", help="what the values are")
+    recording.add_argument("run", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     args = parser.parse_args(argv)
+    if args.command == "record":
+        return _record(args)
+    if args.command == "count" and args.pages:
+        print(json.dumps(unbacked(documents()), indent=1))
+        return 0
     if args.command == "count":
         cited, total, quoted = count_numbers(documents())
         print(f"{cited} of {total} documented numbers are backed by a record", end="")
         print(f", and {quoted} numbers of quoted output")
         return 0
     print(json.dumps(measure(args.config, args.set, args.module), indent=2))
+    return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    if __package__:
+        from .recorder import RecordingError, record
+    else:  # run as a script: the folder is on the path
+        from recorder import RecordingError, record  # type: ignore[no-redef]
+
+    run = args.run[1:] if args.run[:1] == ["--"] else args.run
+    keys = args.keys.split(",") if args.keys else None
+    try:
+        path = record(args.id, run, root=ROOT, folder=RECORDS, keys=keys, note=args.note)
+    except RecordingError as err:
+        print(f"records.py record: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {_shown(path)}: cite its values as <!-- record: {args.id} KEY -->")
     return 0
 
 

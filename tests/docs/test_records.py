@@ -5,11 +5,15 @@ its configs build (tests/docs/records.py describes the format)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from .recorder import RecordingError, record
 from .records import (
+    COMMIT,
     RECORDS,
     ROOT,
     BlockCitation,
@@ -23,6 +27,7 @@ from .records import (
     main,
     parameter_count,
     read_record,
+    unbacked,
 )
 
 RECORDED = load_records()
@@ -189,3 +194,72 @@ def test_the_count_says_how_many_numbers_are_backed(capsys: pytest.CaptureFixtur
         f"{cited} of {total} documented numbers are backed by a record, "
         f"and {quoted} numbers of quoted output\n"
     )
+
+
+UNBACKED = ROOT / "tests/docs/unbacked.json"
+
+
+def test_no_page_gains_an_unbacked_number() -> None:
+    """Each page's count of numbers that cite no record may only fall: a new number is
+    measured by `records.py record ID -- COMMAND` and cited, never typed."""
+    allowed = json.loads(UNBACKED.read_text(encoding="utf-8"))
+    now = unbacked(documents())
+    grown = [
+        f"{page}: {count} numbers cite no record (at most {allowed.get(page, 0)}); record them "
+        "with tests/docs/records.py record ID -- COMMAND and cite them"
+        for page, count in now.items()
+        if count > allowed.get(page, 0)
+    ]
+    fallen = [
+        f"{page}: {count} unbacked numbers, {UNBACKED.name} allows {allowed[page]}: lower it"
+        for page, count in now.items()
+        if count < allowed.get(page, 0)
+    ]
+    gone = [f"{page}: in {UNBACKED.name} but not a document" for page in allowed if page not in now]
+    assert not grown + fallen + gone, "\n".join(grown + fallen + gone)
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A git checkout with one commit, its src/ clean."""
+    root = tmp_path / "checkout"
+    (root / "src").mkdir(parents=True)
+    (root / "src/a.py").write_text("a = 1\n", encoding="utf-8")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    return root
+
+
+def test_a_record_is_written_by_the_command_that_measured_it(checkout: Path) -> None:
+    script = "import json; print('epoch 1'); print(json.dumps({'test': {'acc': 0.93}, 'n': 5}))"
+    path = record("probe", [sys.executable, "-c", script], root=checkout, folder=checkout)
+    written = read_record(path)
+    assert written.values == {"test.acc": 0.93, "n": 5.0}
+    assert written.command.startswith(sys.executable) and COMMIT.fullmatch(written.commit)
+    assert not list(checkout.glob("*.partial"))
+
+
+def test_a_record_refuses_uncommitted_code(checkout: Path) -> None:
+    (checkout / "src/a.py").write_text("a = 2\n", encoding="utf-8")
+    with pytest.raises(RecordingError, match=r"commit first: .*src/a\.py"):
+        record("probe", [sys.executable, "-c", "print('{}')"], root=checkout, folder=checkout)
+    assert not list(checkout.glob("*.json"))
+
+
+@pytest.mark.parametrize(
+    ("script", "keys", "message"),
+    [
+        ("raise SystemExit(3)", None, "exited with 3"),
+        ("print('accuracy 0.9')", None, "printed no JSON object"),
+        ('print(\'{"a": "x"}\')', None, "holds no finite number"),
+        ("print('{\"a\": 1}')", ["b"], "the output has no b"),
+    ],
+)
+def test_nothing_is_recorded_from_a_failed_or_numberless_run(
+    checkout: Path, script: str, keys: list[str] | None, message: str
+) -> None:
+    with pytest.raises(RecordingError, match=message):
+        record("probe", [sys.executable, "-c", script], root=checkout, folder=checkout, keys=keys)
+    assert not list(checkout.glob("*.json"))
