@@ -29,8 +29,7 @@ from selfattn.data.recipes.hsk import (
 from selfattn.tasks.seq2seq.scoring import text_scores
 
 from ...helpers_cli import QUICK_TRAIN, TINY_MODEL, set_flags, write_config
-
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+from ...helpers_scripts import CONFIGS
 
 
 def entry(index: int, level: int = 1, **fields: Any) -> dict[str, Any]:
