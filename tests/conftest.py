@@ -23,8 +23,8 @@ import torch
 
 from selfattn.data import RECIPES, DataError, DebianSource
 from selfattn.data.recipes import Recipe
-from selfattn.pretrained.weights import PRETRAINED, PretrainedError
 
+from .helpers_pretrained import fetched_weights
 from .helpers_scripts import load_script
 
 
@@ -120,10 +120,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def minilm_folder() -> Path:
     """all-MiniLM-L6-v2's folder, or a skip saying why it cannot be fetched here."""
-    try:
-        return PRETRAINED["minilm-l6"].fetch()
-    except PretrainedError as err:
-        pytest.skip(f"minilm-l6: its weights cannot be fetched here ({err})")
+    return fetched_weights("minilm-l6")
 
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -1,16 +1,19 @@
 """Small data files the tests write and train on: tagged sentences, ``source<TAB>target``
-pairs and ``.npz`` vector sets, each drawn from a seeded generator; and ``edit_json``,
-which changes fields of a JSON file (a checkpoint's config or manifest)."""
+pairs and ``.npz`` vector sets, each drawn from a seeded generator; ``edit_json``,
+which changes fields of a JSON file (a checkpoint's config or manifest); and
+``read_error``, the one-line refusal of a reader."""
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from selfattn.data import DataError
 from selfattn.data.readers.user_input import describe_input
 from selfattn.data.recipes.graphs import ELEMENTS
 
@@ -72,6 +75,22 @@ def write_vector_sets(path: Path, count: int = 30, seed: int = 0, *, largest: in
     )
     np.savez(path, features=features, lengths=lengths, labels=labels)
     return path
+
+
+def write(path: Path, text: str, encoding: str = "utf-8") -> Path:
+    """``text`` written to ``path`` in ``encoding``; the path."""
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+def read_error(read: Callable[[Path], object], path: Path) -> str:
+    """The message of the :class:`~selfattn.data.DataError` that ``read(path)`` raises,
+    which must be one line."""
+    with pytest.raises(DataError) as info:
+        read(path)
+    message = str(info.value)
+    assert "\n" not in message, message
+    return message
 
 
 def edit_json(path: Path, **changes: object) -> None:

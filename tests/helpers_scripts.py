@@ -1,4 +1,5 @@
-"""The repository's scripts (benchmarks/, docs/), imported by the tests that check them."""
+"""The repository's scripts (benchmarks/, docs/), imported by the tests that check them,
+and where its shipped configs are (:data:`CONFIGS`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The shipped configs (``configs/*.toml``).
+CONFIGS = ROOT / "configs"
 
 
 def load_script(relative: str) -> ModuleType:

@@ -26,7 +26,9 @@ from pathlib import Path
 import pytest
 
 from selfattn.data.recipes import Recipe
-from selfattn.pretrained.weights import PRETRAINED, PretrainedError
+from selfattn.pretrained.weights import PRETRAINED
+
+from .helpers_pretrained import fetched_weights
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -122,10 +124,7 @@ def test_code_block_runs(block: Block, tmp_path: Path, fetched: Callable[[str], 
         if name not in PRETRAINED:
             fetched(name)
             continue
-        try:  # weights, not a dataset: fetched the same way, skipped where they cannot be
-            PRETRAINED[name].fetch()
-        except PretrainedError as err:
-            pytest.skip(f"{name}: its weights cannot be fetched here ({err})")
+        fetched_weights(name)  # weights, not a dataset: skipped where they cannot be fetched
     work = tmp_path / "work"
     work.mkdir()
     (work / "configs").symlink_to(ROOT / "configs")

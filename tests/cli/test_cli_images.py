@@ -11,8 +11,8 @@ from selfattn.cli.main import main
 from selfattn.data import RECIPES, DataError
 
 from ..helpers_cli import set_flags
+from ..helpers_scripts import CONFIGS
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: Small models and little data, so that each run is a few steps.
 TINY = [
     "train.epochs=1",

@@ -15,9 +15,10 @@ from selfattn.explore.page import read_payload
 from selfattn.tasks import Predictor
 
 from ..data.test_story_files import _write_babi
+from ..helpers_scripts import CONFIGS
 from ..tiny_runs import train_config
 
-CONFIG = Path(__file__).parents[2] / "configs" / "qa_memn2n.toml"
+CONFIG = CONFIGS / "qa_memn2n.toml"
 STORY = "mary went to the kitchen . john moved to the garden . mary travelled to the office ."
 QUESTION = "where is mary ?"
 

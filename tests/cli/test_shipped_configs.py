@@ -13,11 +13,13 @@ from selfattn.config import load_config
 from selfattn.data.recipes import Recipe
 from selfattn.tasks import prepare
 
-CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.toml"))
+from ..helpers_scripts import CONFIGS
+
+SHIPPED = sorted(CONFIGS.glob("*.toml"))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", CONFIGS, ids=[path.stem for path in CONFIGS])
+@pytest.mark.parametrize("path", SHIPPED, ids=[path.stem for path in SHIPPED])
 def test_shipped_config_fits_its_max_len(path: Path, fetched: Callable[[str], Recipe]) -> None:
     config = load_config(path)
     fetched(config.data.dataset)  # CI fetches every recipe; only an unreachable one skips

@@ -28,8 +28,6 @@ from selfattn.explore.page import render_page
 
 from ..train.test_distributed import write_run
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-
 VIEWPORT = {"width": 1280, "height": 800}
 
 

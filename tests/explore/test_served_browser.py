@@ -19,7 +19,8 @@ from selfattn.explore.server import Explorer, serve
 from selfattn.tasks.predictor import Predictor
 
 from ..helpers_cli import set_flags
-from .conftest import CONFIGS, OpenedPage
+from ..helpers_scripts import CONFIGS
+from .conftest import OpenedPage
 from .test_page_browser import drawn_map
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -24,6 +24,7 @@ from selfattn.pretrained.bert import (
 from selfattn.pretrained.weights import PretrainedError
 
 from ..helpers_data import edit_json
+from ..helpers_pretrained import assert_hidden_states_equal, padded_ids
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -56,35 +57,17 @@ def hf_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def batch() -> dict[str, torch.Tensor]:
     """Three "sentences" of 9, 5 and 2 tokens, padded with 0 to 9, two segments in one."""
-    lengths = [9, 5, 2]
-    generator = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(1, SIZES["vocab_size"], (3, 9), generator=generator)
-    attention_mask = torch.zeros(3, 9, dtype=torch.long)
-    for row, length in enumerate(lengths):
-        attention_mask[row, :length] = 1
-    input_ids = input_ids * attention_mask
-    token_type_ids = torch.zeros_like(input_ids)
+    inputs = padded_ids(SIZES["vocab_size"])
+    token_type_ids = torch.zeros_like(inputs["input_ids"])
     token_type_ids[0, 5:] = 1
-    return {
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "token_type_ids": token_type_ids,
-    }
+    return {**inputs, "token_type_ids": token_type_ids}
 
 
 def test_every_layer_equals_hugging_face(hf_folder: Path) -> None:
     reference = transformers.BertModel.from_pretrained(hf_folder).eval()
     ours = BertEncoder.from_folder(hf_folder)
     assert not ours.training
-    inputs = batch()
-    with torch.no_grad():
-        expected = reference(**inputs, output_hidden_states=True).hidden_states
-        got = ours(**inputs).hidden_states
-    assert len(got) == len(expected) == SIZES["num_hidden_layers"] + 1
-    real = inputs["attention_mask"].bool()
-    for layer, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
-        difference = (mine[real] - theirs[real]).abs().max().item()
-        assert difference <= 1e-5, f"hidden state {layer}: max |difference| {difference:.2e}"
+    assert_hidden_states_equal(ours, reference, batch(), SIZES["num_hidden_layers"])
 
 
 def test_without_mask_and_segments_equals_hugging_face(hf_folder: Path) -> None:

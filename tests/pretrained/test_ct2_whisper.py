@@ -24,6 +24,7 @@ from selfattn.pretrained.weights import WHISPER_BASE
 from .whisper_fixtures import (
     SPECIALS,
     TINY,
+    mel_features,
     one_line_refusal,
     tiny_whisper,
     whisper_folder,
@@ -184,7 +185,7 @@ def test_the_converted_folder_loads_in_transformers_with_the_same_logits(
         tmp_path / "out", output_loading_info=True
     )
     assert not info["missing_keys"] and not info["unexpected_keys"]
-    features = torch.randn(1, TINY["num_mel_bins"], 2 * TINY["max_source_positions"])
+    features = mel_features(1)
     tokens = torch.tensor([[51, 52, 55, 56, 7, 9]])
     with torch.no_grad():
         want = model(input_features=features, decoder_input_ids=tokens).logits

@@ -15,6 +15,7 @@ from selfattn.export.hf import export_hf
 from selfattn.pretrained.bert import BertConfig, BertEncoder, CheckpointError
 
 from ..helpers_data import edit_json
+from ..helpers_pretrained import assert_hidden_states_equal, fetched_weights, padded_ids
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -44,24 +45,11 @@ def distil_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def inputs() -> dict[str, torch.Tensor]:
     """Three rows of 9, 5 and 2 tokens, padded with 0."""
-    generator = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(1, SIZES["vocab_size"], (3, 9), generator=generator)
-    attention_mask = torch.zeros(3, 9, dtype=torch.long)
-    for row, length in enumerate([9, 5, 2]):
-        attention_mask[row, :length] = 1
-    return {"input_ids": input_ids * attention_mask, "attention_mask": attention_mask}
+    return padded_ids(SIZES["vocab_size"])
 
 
 def assert_layers_equal(ours: BertEncoder, reference: torch.nn.Module) -> None:
-    batch = inputs()
-    with torch.no_grad():
-        expected = reference(**batch, output_hidden_states=True).hidden_states
-        got = ours(**batch).hidden_states
-    assert len(got) == len(expected) == SIZES["n_layers"] + 1
-    real = batch["attention_mask"].bool()
-    for layer, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
-        difference = (mine[real] - theirs[real]).abs().max().item()
-        assert difference <= 1e-5, f"hidden state {layer}: max |difference| {difference:.2e}"
+    assert_hidden_states_equal(ours, reference, inputs(), SIZES["n_layers"])
 
 
 def test_every_layer_equals_hugging_face(distil_folder: Path) -> None:
@@ -117,12 +105,7 @@ def test_bad_configs_are_one_line(distil_folder: Path, tmp_path: Path, change, m
 @pytest.fixture(scope="module")
 def distilbert_cased() -> Path:
     """The converted distilbert-cased folder, or a skip saying why it cannot be had."""
-    from selfattn.pretrained.weights import PRETRAINED, PretrainedError
-
-    try:
-        return PRETRAINED["distilbert-cased"].fetch()
-    except PretrainedError as err:
-        pytest.skip(f"distilbert-cased cannot be fetched here ({err})")
+    return fetched_weights("distilbert-cased")
 
 
 SENTENCES = [

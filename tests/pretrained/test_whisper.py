@@ -25,6 +25,7 @@ from selfattn.speech.whisper_mel import whisper_log_mel
 from .whisper_fixtures import (
     TINY,
     librivox,
+    mel_features,
     one_line_refusal,
     tiny_folder,
     tiny_whisper,
@@ -35,22 +36,21 @@ __all__ = ["librivox", "tiny_folder", "whisper_folder"]  # fixtures
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
+#: Hugging Face's tiny Whisper and selfattn's, from the same folder.
+Pair = tuple[transformers.PreTrainedModel, WhisperModel]
+
 TOKENS = torch.tensor([[51, 52, 55, 56, 7, 9, 3], [51, 53, 55, 56, 1, 2, 50]])
 
 
 @pytest.fixture(scope="module")
-def pair(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[transformers.PreTrainedModel, WhisperModel]:
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Pair:
     folder = tmp_path_factory.mktemp("tiny-pair")
     return tiny_whisper(folder), load_whisper(folder)
 
 
-def test_encoder_states_equal_hugging_faces(
-    pair: tuple[transformers.PreTrainedModel, WhisperModel],
-) -> None:
+def test_encoder_states_equal_hugging_faces(pair: Pair) -> None:
     theirs, ours = pair
-    features = torch.randn(2, TINY["num_mel_bins"], 2 * TINY["max_source_positions"])
+    features = mel_features()
     with torch.no_grad():
         want = theirs.model.encoder(features).last_hidden_state
         got = ours.encoder(features)
@@ -58,11 +58,9 @@ def test_encoder_states_equal_hugging_faces(
     assert float((got - want).abs().max()) < 1e-4
 
 
-def test_decoder_logits_equal_hugging_faces(
-    pair: tuple[transformers.PreTrainedModel, WhisperModel],
-) -> None:
+def test_decoder_logits_equal_hugging_faces(pair: Pair) -> None:
     theirs, ours = pair
-    features = torch.randn(2, TINY["num_mel_bins"], 2 * TINY["max_source_positions"])
+    features = mel_features()
     with torch.no_grad():
         want = theirs(input_features=features, decoder_input_ids=TOKENS).logits
         got = ours(features, TOKENS)
@@ -71,11 +69,9 @@ def test_decoder_logits_equal_hugging_faces(
     assert not torch.equal(got[0, -1], got[1, -1])
 
 
-def test_incremental_decoding_with_the_cache_equals_the_full_pass(
-    pair: tuple[transformers.PreTrainedModel, WhisperModel],
-) -> None:
+def test_incremental_decoding_with_the_cache_equals_the_full_pass(pair: Pair) -> None:
     _, ours = pair
-    memory = ours.encoder(torch.randn(2, TINY["num_mel_bins"], 2 * TINY["max_source_positions"]))
+    memory = ours.encoder(mel_features())
     with torch.no_grad():
         full = ours.decoder(TOKENS, memory)
         cache = DecoderCache(capacity=TOKENS.shape[1])
@@ -84,9 +80,7 @@ def test_incremental_decoding_with_the_cache_equals_the_full_pass(
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
 
 
-def test_the_output_projection_is_the_token_embedding(
-    pair: tuple[transformers.PreTrainedModel, WhisperModel],
-) -> None:
+def test_the_output_projection_is_the_token_embedding(pair: Pair) -> None:
     _, ours = pair
     names = [name for name, _ in ours.named_parameters()]
     assert not any("proj_out" in name or "lm_head" in name for name in names)
@@ -97,9 +91,7 @@ def test_the_output_projection_is_the_token_embedding(
     assert torch.count_nonzero(ours.encoder.stack.layers[0].self_attn.k_proj.bias) == 0
 
 
-def test_fewer_frames_than_the_window_are_read(
-    pair: tuple[transformers.PreTrainedModel, WhisperModel],
-) -> None:
+def test_fewer_frames_than_the_window_are_read(pair: Pair) -> None:
     _, ours = pair
     states = ours.encoder(torch.randn(1, TINY["num_mel_bins"], 10))
     assert states.shape == (1, 5, TINY["d_model"])

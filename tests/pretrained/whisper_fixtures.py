@@ -17,7 +17,9 @@ from tokenizers.pre_tokenizers import WhitespaceSplit
 
 from selfattn.datatypes import DataError
 from selfattn.pretrained.recordings import POCKETSPHINX_TESTDATA, recordings
-from selfattn.pretrained.weights import PRETRAINED, PretrainedError
+from selfattn.pretrained.weights import PretrainedError
+
+from ..helpers_pretrained import fetched_weights
 
 #: The tiny model's ordinary words: ids 0 … 49.
 WORDS = [f"w{i}" for i in range(50)]
@@ -54,6 +56,12 @@ TINY = {
     "suppress_tokens": [3, 4, *range(51, 64)],
     "begin_suppress_tokens": [50],
 }
+
+
+def mel_features(batch: int = 2) -> torch.Tensor:
+    """Random log-mel features for the tiny Whisper: ``(batch, mel bins, frames)``, the
+    frames its encoder's positions take (two per position: the stride-2 convolution)."""
+    return torch.randn(batch, TINY["num_mel_bins"], 2 * TINY["max_source_positions"])
 
 
 def one_line_refusal(read: Callable[[Path], object], path: Path) -> str:
@@ -104,12 +112,7 @@ def tiny_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def whisper_folder() -> Path:
     """whisper-base converted to a Hugging Face folder, or a skip saying why it cannot be
     fetched here."""
-    try:
-        return PRETRAINED["whisper-base"].fetch()
-    except PretrainedError as err:
-        if "cannot be fetched" not in str(err):
-            raise  # fetched, but the conversion failed: a bug, not a missing network
-        pytest.skip(f"whisper-base: its weights cannot be fetched here ({err})")
+    return fetched_weights("whisper-base")
 
 
 def librivox_recordings() -> dict[str, tuple[Path, str]]:

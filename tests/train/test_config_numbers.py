@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +13,9 @@ import pytest
 from selfattn.config import SECTIONS, TrainConfig, load_config
 from selfattn.config.sequence_fields import SEQUENCE_DEFAULTS
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "karate.toml"
+from ..helpers_scripts import CONFIGS
+
+CONFIG = CONFIGS / "karate.toml"
 
 
 def _float_fields() -> list[Any]:

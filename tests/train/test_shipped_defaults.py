@@ -10,14 +10,14 @@ model reads them, so the commands in README.md and docs/ still train what they m
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from selfattn.config import load_config
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+from ..helpers_scripts import CONFIGS
+
 #: The recipes shipped before the defaults changed (a later recipe is free of this).
 MEASURED_BEFORE = [
     "convex_hull",

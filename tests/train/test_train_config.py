@@ -19,7 +19,7 @@ from selfattn.train import (
     model_options,
 )
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+from ..helpers_scripts import CONFIGS
 
 EXAMPLE = """
 run_dir = "runs/example"

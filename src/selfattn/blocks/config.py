@@ -9,7 +9,7 @@ one-line error naming it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,6 +43,36 @@ def scoring_clash(attention: str, options: object) -> str | None:
 def kernel_takes_dropout(name: str) -> bool:
     """Whether the kernel called ``name`` drops attention weights (its own ``dropout``)."""
     return "dropout" in inspect.signature(KERNELS[name].__init__).parameters
+
+
+def check_kernel_fits(
+    attention: str, options: object, show: Callable[[str, object], str], kernel: str
+) -> None:
+    """Refuse, in one line, ``options`` that kernel ``attention`` cannot honour: a scoring
+    field away from its default, or ``attention_dropout`` for a kernel that forms no
+    weights. ``show(field, value)`` spells a setting as the caller's users write it;
+    ``kernel`` names the kernel in the dropout refusal.
+
+    Raises:
+        ValueError: naming the field, its value and the kernel.
+    """
+    clash = scoring_clash(attention, options)
+    if clash is not None:
+        raise ValueError(
+            f"{show(clash, getattr(options, clash))} needs {show('attention', 'dense')}: "
+            f"kernel {attention!r} computes its own scaled dot-product softmax scores"
+        )
+    dropout = getattr(options, "attention_dropout", None)
+    if dropout and not kernel_takes_dropout(attention):
+        raise ValueError(
+            f"{show('attention_dropout', dropout)}: {kernel} forms no attention weights to "
+            "drop; leave it at its default"
+        )
+
+
+def _setting(name: str, value: object) -> str:
+    """A keyword argument as Python spells it: ``score='dot'``."""
+    return f"{name}={value!r}"
 
 
 @dataclass(frozen=True)
@@ -158,22 +188,12 @@ class BlockConfig:
             raise ValueError(
                 f"unknown attention kernel {self.attention!r}; choose one of {sorted(KERNELS)}"
             )
-        clash = scoring_clash(self.attention, self)
-        if clash is not None:
-            raise ValueError(
-                f"{clash}={getattr(self, clash)!r} needs attention='dense': kernel "
-                f"{self.attention!r} computes its own scaled dot-product softmax scores"
-            )
+        check_kernel_fits(self.attention, self, _setting, f"kernel {self.attention!r}")
         kernel = KERNELS[self.attention]
         if self.num_kv_heads not in (None, self.num_heads) and not kernel.supports("gqa"):
             raise ValueError(
                 f"num_kv_heads={self.num_kv_heads} needs attention='dense': kernel "
                 f"{self.attention!r} needs as many key/value heads as query heads"
-            )
-        if self.attention_dropout and not kernel_takes_dropout(self.attention):
-            raise ValueError(
-                f"attention_dropout={self.attention_dropout}: kernel {self.attention!r} "
-                "forms no attention weights to drop; leave it at None or 0"
             )
 
     @property

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from selfattn.decoding.beam import beam_search, length_penalty_factor, repeated_ngrams
 from selfattn.decoding.common import DecodeResult, Hypothesis, banned_ids, constrain
-from selfattn.decoding.greedy import autoregressive, greedy
+from selfattn.decoding.greedy import DecodeLimits, autoregressive, greedy
 from selfattn.decoding.incremental import IncrementalDecoder
 from selfattn.decoding.nat import nat_lengths, non_autoregressive
 from selfattn.decoding.sampling import filter_top_k, filter_top_p, sample
 
 __all__ = [
+    "DecodeLimits",
     "DecodeResult",
     "Hypothesis",
     "IncrementalDecoder",

@@ -13,6 +13,7 @@ batch (their cache rows too), so the remaining rows stop paying for them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Required, TypedDict, Unpack
 
 import torch
 from torch import Tensor
@@ -35,6 +36,28 @@ from selfattn.specials import EOS_ID, PAD_ID
 ChooseFn = Callable[[Tensor], Tensor]
 
 
+class DecodeLimits(TypedDict, total=False):
+    """The keyword arguments that :func:`greedy` and :func:`~selfattn.decoding.sample`
+    hand to :func:`autoregressive` as they are.
+
+    Attributes:
+        max_len: most tokens per example (EOS not counted), 1 … ``model.max_len``; after
+            ``max_len`` tokens EOS is forced, so each row's score is that of a complete
+            sequence. Required.
+        min_len: EOS is banned before this many tokens (e.g. to time a fixed length);
+            default 0.
+        num_extended: copy mode: the batch's out-of-vocabulary extension; default 0.
+        use_cache: incremental decoding with a KV cache (default); False recomputes the
+            whole prefix every step (the reference; same tokens, log-probs within float
+            error).
+    """
+
+    max_len: Required[int]
+    min_len: int
+    num_extended: int
+    use_cache: bool
+
+
 @torch.no_grad()
 def autoregressive(
     model: EncoderDecoder,
@@ -52,11 +75,7 @@ def autoregressive(
         model: the encoder–decoder, in eval mode.
         encoded: ``(B, S, E)`` from ``model.encode``.
         choose: picks each row's next id from its allowed log-probabilities.
-        max_len: most tokens per example (EOS not counted); after ``max_len`` tokens EOS
-            is forced, so each row's score is that of a complete sequence.
-        min_len: EOS is banned before this many tokens.
-        num_extended: copy mode: the batch's out-of-vocabulary extension.
-        use_cache: incremental decoding with a KV cache (False: recompute the prefix).
+        max_len, min_len, num_extended, use_cache: see :class:`DecodeLimits`.
 
     Returns:
         A :class:`DecodeResult`.
@@ -119,24 +138,15 @@ def _result(ids: Tensor, step_log_probs: Tensor, max_len: int) -> DecodeResult:
 
 
 def greedy(
-    model: EncoderDecoder,
-    encoded: EncodedSource,
-    *,
-    max_len: int,
-    min_len: int = 0,
-    num_extended: int = 0,
-    use_cache: bool = True,
+    model: EncoderDecoder, encoded: EncodedSource, **limits: Unpack[DecodeLimits]
 ) -> DecodeResult:
     """Greedy decoding: the argmax token at every step.
 
     Args:
         model: the encoder–decoder, in eval mode.
         encoded: ``(B, S, E)`` from ``model.encode``.
-        max_len: most tokens per example (EOS not counted), at most ``model.max_len``.
-        min_len: EOS is banned before this many tokens (e.g. to time a fixed length).
-        num_extended: copy mode: the batch's out-of-vocabulary extension.
-        use_cache: incremental decoding with a KV cache; False recomputes the whole
-            prefix every step (the reference; same tokens, log-probs within float error).
+        limits: ``max_len`` (required), ``min_len``, ``num_extended``, ``use_cache``: see
+            :class:`DecodeLimits`.
 
     Returns:
         A :class:`DecodeResult`; ``score`` equals ``log_prob``.
@@ -145,12 +155,4 @@ def greedy(
         ValueError: ``max_len`` outside 1 … ``model.max_len`` or ``min_len`` outside
             0 … ``max_len``.
     """
-    return autoregressive(
-        model,
-        encoded,
-        lambda allowed: allowed.argmax(dim=-1),
-        max_len=max_len,
-        min_len=min_len,
-        num_extended=num_extended,
-        use_cache=use_cache,
-    )
+    return autoregressive(model, encoded, lambda allowed: allowed.argmax(dim=-1), **limits)

@@ -14,12 +14,14 @@ applied in that order, on the log-probabilities left after banned ids were set t
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.decoding.common import NEG_INF, DecodeResult
-from selfattn.decoding.greedy import autoregressive
+from selfattn.decoding.greedy import DecodeLimits, autoregressive
 from selfattn.models.encoder_decoder import EncoderDecoder
 from selfattn.models.seq2seq_outputs import EncodedSource
 
@@ -75,29 +77,24 @@ def sample(
     model: EncoderDecoder,
     encoded: EncodedSource,
     *,
-    max_len: int,
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
-    min_len: int = 0,
-    num_extended: int = 0,
-    use_cache: bool = True,
+    **limits: Unpack[DecodeLimits],
 ) -> DecodeResult:
     """Ancestral sampling: draw each token from the tempered, filtered distribution.
 
     Args:
         model: the encoder–decoder, in eval mode.
         encoded: ``(B, S, E)`` from ``model.encode``.
-        max_len: most tokens per example (EOS not counted), at most ``model.max_len``.
         temperature: τ > 0; small τ approaches greedy decoding.
         top_k: keep the k most probable tokens each step (``None``: all).
         top_p: keep the nucleus of mass ``top_p`` each step (``None``: all).
         generator: source of randomness (on the model's device) for reproducible draws;
             the draws of a row depend on which rows of the batch are still decoding.
-        min_len: EOS is banned before this many tokens.
-        num_extended: copy mode: the batch's out-of-vocabulary extension.
-        use_cache: incremental decoding with a KV cache (False: recompute the prefix).
+        limits: ``max_len`` (required), ``min_len``, ``num_extended``, ``use_cache``: see
+            :class:`~selfattn.decoding.greedy.DecodeLimits`.
 
     Returns:
         A :class:`DecodeResult` whose log-probabilities are the model's own (before
@@ -118,12 +115,4 @@ def sample(
         probs = logits.softmax(dim=-1)
         return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
-    return autoregressive(
-        model,
-        encoded,
-        choose,
-        max_len=max_len,
-        min_len=min_len,
-        num_extended=num_extended,
-        use_cache=use_cache,
-    )
+    return autoregressive(model, encoded, choose, **limits)

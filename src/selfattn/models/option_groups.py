@@ -18,7 +18,7 @@ from typing import Any, Literal
 from selfattn.attention.dropout import DROPOUT_MASKS, DropoutMasks
 from selfattn.attention.normalizers import NORMALIZERS
 from selfattn.attention.scores import SCORES
-from selfattn.blocks.config import kernel_takes_dropout, scoring_clash
+from selfattn.blocks.config import check_kernel_fits
 from selfattn.kernels import KERNELS
 from selfattn.models.linear_layers import LINEAR_LAYERS, LinearLayers
 from selfattn.positional import GRID_POSITIONAL, POSITIONAL
@@ -47,6 +47,11 @@ def toml_value(value: object) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def toml_setting(name: str, value: object) -> str:
+    """A model field set as a TOML config spells it: ``model.score = "dot"``."""
+    return f"model.{name} = {toml_value(value)}"
 
 
 # ----------------------------------------------------------------- one check per field
@@ -333,17 +338,7 @@ class AttentionOptions(HeadsOptions):
                 'model.halting = "act"; without it leave it at its default'
             )
         check_score(self.score, rnn=False)
-        clash = scoring_clash(self.attention, self)
-        if clash is not None:
-            raise ValueError(
-                f"model.{clash} = {toml_value(getattr(self, clash))} needs model.attention = "
-                f'"dense": kernel {self.attention!r} computes its own scaled dot-product softmax'
-            )
-        if self.attention_dropout and not kernel_takes_dropout(self.attention):
-            raise ValueError(
-                f"model.attention_dropout = {self.attention_dropout}: model.attention "
-                f"{self.attention!r} forms no attention weights to drop; leave it at none"
-            )
+        check_kernel_fits(self.attention, self, toml_setting, f"model.attention {self.attention!r}")
 
     def attention_options(self) -> dict[str, int]:
         """The keyword options of the attention kernel this config names."""

@@ -173,6 +173,15 @@ def check_span(length: int, offset: int) -> None:
         raise ValueError(f"length and offset must be >= 0, got length={length}, offset={offset}")
 
 
+def check_channel_pairs(encoding: str, name: str, size: int, base: float) -> None:
+    """Refuse, in one line, a ``size`` (field ``name``) that is not a positive even number
+    (the channels of ``encoding`` come in pairs sharing one frequency) or a ``base`` ≤ 0."""
+    if size <= 0 or size % 2:
+        raise ValueError(f"{encoding} encoding needs an even {name}, got {size}")
+    if base <= 0:
+        raise ValueError(f"base must be positive, got {base}")
+
+
 def head_dim_of(embed_dim: int, num_heads: int) -> int:
     """``embed_dim // num_heads``, refusing a split that leaves a remainder."""
     if num_heads <= 0 or embed_dim % num_heads:

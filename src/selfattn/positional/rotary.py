@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from selfattn.positional.base import RelativePositional
+from selfattn.positional.base import RelativePositional, check_channel_pairs
 
 
 def rotate_half(x: Tensor) -> Tensor:
@@ -33,10 +33,7 @@ class RotaryPositional(RelativePositional):
 
     def __init__(self, head_dim: int, base: float = 10000.0) -> None:
         super().__init__()
-        if head_dim <= 0 or head_dim % 2:
-            raise ValueError(f"rotary encoding needs an even head_dim, got {head_dim}")
-        if base <= 0:
-            raise ValueError(f"base must be positive, got {base}")
+        check_channel_pairs("rotary", "head_dim", head_dim, base)
         self.head_dim, self.base = head_dim, base
         inv_freq = base ** -(torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
         self.inv_freq: Tensor

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from selfattn.positional.base import AbsolutePositional, check_span
+from selfattn.positional.base import AbsolutePositional, check_channel_pairs, check_span
 
 
 def sinusoidal_table(
@@ -52,10 +52,7 @@ class SinusoidalPositional(AbsolutePositional):
 
     def __init__(self, embed_dim: int, max_len: int = 512, base: float = 10000.0) -> None:
         super().__init__()
-        if embed_dim <= 0 or embed_dim % 2:
-            raise ValueError(f"sinusoidal encoding needs an even embed_dim, got {embed_dim}")
-        if base <= 0:
-            raise ValueError(f"base must be positive, got {base}")
+        check_channel_pairs("sinusoidal", "embed_dim", embed_dim, base)
         self.embed_dim, self.base = embed_dim, base
         table = sinusoidal_table(max_len, embed_dim, base=base)
         self.table: Tensor

@@ -46,7 +46,7 @@ import selfattn
 from selfattn.config import Config, config_from_dict, config_to_dict
 from selfattn.models.spec import TaskSpec
 from selfattn.train.rng import get_rng_state
-from selfattn.train.state_fit import weights_misfit
+from selfattn.train.state_fit import load_fitting_weights
 
 #: Bumped whenever the layout or the meaning of a stored field changes.
 FORMAT_VERSION = 1
@@ -285,13 +285,11 @@ def load_model(
             "nan; train it again with a lower train.lr, or use another checkpoint"
         )
     model = build(checkpoint.config, checkpoint.spec)
-    misfit = weights_misfit(model, checkpoint.model_state)
-    if misfit is not None:
-        raise ValueError(
-            f"{directory}: the stored weights do not fit the model its configuration "
-            f"describes ({misfit})"
-        )
-    model.load_state_dict(checkpoint.model_state)
+    load_fitting_weights(
+        model,
+        checkpoint.model_state,
+        f"{directory}: the stored weights do not fit the model its configuration describes",
+    )
     return model.to(map_location).eval(), checkpoint
 
 

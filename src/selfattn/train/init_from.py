@@ -18,7 +18,7 @@ from selfattn.config import Config
 from selfattn.models.spec import TaskSpec
 from selfattn.train.checkpoint import load_checkpoint
 from selfattn.train.run_dir import checkpoint_in
-from selfattn.train.state_fit import weights_misfit
+from selfattn.train.state_fit import load_fitting_weights
 
 #: The ``[seq2seq]`` fields that shape the model (the others are training or decoding).
 SEQ2SEQ_MODEL_FIELDS = (
@@ -78,11 +78,9 @@ def load_initial_weights(
             f"train.init_from = {str(path)!r}: {directory} holds another model (differing: "
             f"{', '.join(differ)}); fine-tune with the run's own model and data settings"
         )
-    misfit = weights_misfit(model, checkpoint.model_state)
-    if misfit is not None:
-        raise ValueError(
-            f"train.init_from = {str(path)!r}: the weights of {directory} do not fit the "
-            f"model ({misfit})"
-        )
-    model.load_state_dict(checkpoint.model_state)
+    load_fitting_weights(
+        model,
+        checkpoint.model_state,
+        f"train.init_from = {str(path)!r}: the weights of {directory} do not fit the model",
+    )
     return directory

@@ -36,6 +36,18 @@ def weights_misfit(model: nn.Module, weights: Mapping[str, Tensor]) -> str | Non
     return None
 
 
+def load_fitting_weights(model: nn.Module, weights: Mapping[str, Tensor], refusal: str) -> None:
+    """Load ``weights`` into ``model`` once :func:`weights_misfit` finds nothing wrong.
+
+    Raises:
+        ValueError: ``refusal`` followed by the misfit in parentheses, before loading.
+    """
+    misfit = weights_misfit(model, weights)
+    if misfit is not None:
+        raise ValueError(f"{refusal} ({misfit})")
+    model.load_state_dict(weights)
+
+
 def optimizer_misfit(
     model: nn.Module, optimizer: optim.Optimizer, state: Mapping[str, Any]
 ) -> str | None:

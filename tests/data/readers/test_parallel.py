@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from selfattn.data import DataError, load_dataset, read_parallel
 
-
-def write(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
+from ...helpers_data import read_error, write
 
 
 def test_read_parallel(tmp_path: Path) -> None:
@@ -40,9 +36,8 @@ def test_parallel_errors_name_file_and_line(
     tmp_path: Path, text: str, line: int, problem: str
 ) -> None:
     path = write(tmp_path / "bad.txt", text)
-    with pytest.raises(DataError, match=re.escape(f"{path}:{line}: ")) as info:
-        read_parallel(path)
-    assert problem in str(info.value) and "\n" not in str(info.value)
+    message = read_error(read_parallel, path)
+    assert f"{path}:{line}: " in message and problem in message
 
 
 def test_load_dataset_seq2seq_any_extension(tmp_path: Path) -> None:

