@@ -4,7 +4,7 @@ folders read it; it holds no model, so they need none of the models' concrete ty
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ class TaskSpec:
         task_type: the registered task type that trained the model and reads it back
             (:data:`selfattn.tasks.TASKS`; a new one may share a built-in's layout).
             Left out (as in runs saved before it was stored): the built-in task type of
-            the layout, which bears its name.
+            the layout, which bears its name. Specs that differ only in it are equal: the
+            model is the same (a run of one task type may start another's).
     """
 
     task: TaskType
@@ -50,7 +51,7 @@ class TaskSpec:
     target_mean: float = 0.0
     target_std: float = 1.0
     pretrained: dict[str, Any] | None = None
-    task_type: str = ""
+    task_type: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not self.task_type:

@@ -63,6 +63,7 @@ from selfattn.tasks.task import (
     EVAL_BATCH_SIZE,
     AttentionFigure,
     Task,
+    of_task_type,
     positions,
     too_long,
 )
@@ -224,7 +225,7 @@ class LabelTask(Task):
         checkpoint's weights into it (a restored one leaves that to the run's
         checkpoint)."""
         assert self.spec is not None
-        model = build_model_from_spec(self.config.model, self.spec)
+        model = of_task_type(build_model_from_spec(self.config.model, self.spec), self.name)
         if self.pretrained is not None:
             self.pretrained.start(model, self.config)
         if self.vocab is not None:

@@ -18,6 +18,7 @@ saved run reads back as the task type that trained it.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar, get_args
@@ -37,6 +38,7 @@ from selfattn.tasks.scored_data import DataFile
 
 EVAL_BATCH_SIZE = 64
 _B = TypeVar("_B")
+_M = TypeVar("_M", bound=nn.Module)
 
 
 @dataclass
@@ -219,7 +221,8 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def build(self) -> nn.Module:
-        """A freshly initialised model for ``spec``."""
+        """A freshly initialised model for ``spec``; its ``spec`` attribute, what a
+        checkpoint stores, names this task type (``task_type``)."""
 
     @abc.abstractmethod
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
@@ -311,6 +314,15 @@ def on_model_device(batch: _B, model: nn.Module) -> _B:
     """``batch`` (anything with a ``to(device)``) on the device of ``model``'s weights."""
     weight = next(model.parameters(), None)
     return batch if weight is None else batch.to(weight.device)  # type: ignore[attr-defined]
+
+
+def of_task_type(model: _M, task_type: str) -> _M:
+    """``model`` with the :class:`TaskSpec` it keeps (what its checkpoints store) naming
+    ``task_type``."""
+    spec = model.spec
+    assert isinstance(spec, TaskSpec), f"{type(model).__name__} keeps no task spec"
+    model.spec = dataclasses.replace(spec, task_type=task_type)
+    return model
 
 
 def too_long(example: Example, limit: tuple[int, str]) -> ValueError:
