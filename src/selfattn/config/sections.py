@@ -17,7 +17,6 @@ from selfattn.models.seq2seq_options import Seq2SeqConfig
 
 Schedule = Literal["linear", "cosine", "constant"]
 DeviceName = Literal["cpu", "cuda", "auto"]
-DataTask = Literal["auto", "seq2seq", "regression"]
 Overlong = Literal["refuse", "cut"]
 Strategy = Literal["ddp", "fsdp"]
 ObjectiveName = Literal["mle", "mrt", "reinforce"]
@@ -50,9 +49,12 @@ class DataConfig:
         min_freq: words seen fewer times in training become the unknown word.
         bpe_vocab_size: split words into this many byte-pair units; ``None``: whole words.
             For seq2seq text, one subword vocabulary is learned on both sides.
-        task: ``auto`` (a recipe knows its task; a user's file is read by its extension),
-            ``seq2seq`` (a user's file holds ``source<TAB>target`` lines) or
-            ``regression`` (a user's file holds one number per example as its label).
+        task: the task type: ``auto`` (a recipe knows its task; a user's file is read by
+            its extension) or the name of a registered one (:data:`selfattn.tasks.TASKS`,
+            checked before any data is read), such as ``seq2seq`` (a user's file holds
+            ``source<TAB>target`` lines; on a dataset of label sets, the set written as a
+            sequence) or ``regression`` (a user's file holds one number per example as
+            its label).
         train_fraction: train on this fraction of the training split, in (0, 1]: a
             seeded subset (stratified by label for classification of whole sets), nested
             across fractions (10 % ⊂ 30 % ⊂ 100 %;
@@ -78,7 +80,7 @@ class DataConfig:
     lowercase: bool = False
     min_freq: int = 1
     bpe_vocab_size: int | None = None
-    task: DataTask = "auto"
+    task: str = "auto"
     train_fraction: float = 1.0
     dev_fraction: float = 0.1
     overlong: Overlong = "refuse"

@@ -4,7 +4,7 @@ folders read it; it holds no model, so they need none of the models' concrete ty
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,8 +17,10 @@ class TaskSpec:
     needed to rebuild it (it is stored in checkpoints).
 
     Attributes:
-        task: ``"token"`` (a label per vector), ``"sequence"`` (a label per set) or
-            ``"regression"`` (a number per set).
+        task: the label layout, what the labels (and the model's head) look like:
+            ``"token"`` (a label per vector), ``"sequence"`` (a label per set),
+            ``"multilabel"`` (a set of labels per set), ``"regression"`` (a number per
+            set), ``"seq2seq"`` (an output sequence) or ``"bits"`` (bit vectors per step).
         num_labels: number of classes (1 for regression).
         vocab_size: word ids (text input), else ``None``.
         char_vocab_size: character ids (text input with character features), else ``None``.
@@ -31,6 +33,11 @@ class TaskSpec:
         target_std: regression: their standard deviation (1 otherwise).
         pretrained: the config of the BERT checkpoint the model was fine-tuned from
             (:class:`~selfattn.pretrained.bert.BertConfig`'s fields), else ``None``.
+        task_type: the registered task type that trained the model and reads it back
+            (:data:`selfattn.tasks.TASKS`; a new one may share a built-in's layout).
+            Left out (as in runs saved before it was stored): the built-in task type of
+            the layout, which bears its name. Specs that differ only in it are equal: the
+            model is the same (a run of one task type may start another's).
     """
 
     task: TaskType
@@ -44,6 +51,18 @@ class TaskSpec:
     target_mean: float = 0.0
     target_std: float = 1.0
     pretrained: dict[str, Any] | None = None
+    task_type: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.task_type:
+            object.__setattr__(self, "task_type", self.task)
+
+    def model_fields(self) -> dict[str, Any]:
+        """What a model is built from: every field but ``task_type`` (a model depends on
+        the label layout, never on which task type trains it)."""
+        fields = self.to_dict()
+        del fields["task_type"]
+        return fields
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -9,7 +9,6 @@ what the task or the input kind cannot use.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from torch import nn
@@ -312,4 +311,4 @@ def build_model_from_spec(
     config: ModelOptions, spec: TaskSpec
 ) -> TaskModel | PretrainedTaskModel | MemoryTaskModel:
     """:func:`build_model` with the inputs and labels of a stored :class:`TaskSpec`."""
-    return build_model(config, **asdict(spec))
+    return build_model(config, **spec.model_fields())

@@ -41,6 +41,7 @@ class BitsTask(Task):
     """The ``bits`` task type (module docstring)."""
 
     name = "bits"
+    layout = "bits"
     accepts = frozenset({"bit_steps"})
 
     @classmethod
@@ -87,7 +88,13 @@ class BitsTask(Task):
             [e.features[:, -1] for e in splits.train[:200] if e.features is not None]
         )
         self.count_channel = width - 1 if bool((counts != 0).any()) else None
-        self.spec = TaskSpec(task="bits", num_labels=outputs, feature_dim=width, max_len=limit)
+        self.spec = TaskSpec(
+            task=self.layout,
+            task_type=self.name,
+            num_labels=outputs,
+            feature_dim=width,
+            max_len=limit,
+        )
         return []
 
     def state(self) -> dict[str, Any]:
@@ -270,7 +277,7 @@ class BitsTask(Task):
                 '"ntm" does'
             )
         machine.eval()
-        writes, reads = machine.heads(self.collate([example]).inputs)
+        writes, reads = machine.heads(self.model_batch(model, [example]).inputs)
         steps = [_step_label(example, t) for t in range(len(example))]
         slots = [str(slot) for slot in range(writes.shape[-1])]
         return [

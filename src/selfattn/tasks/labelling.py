@@ -46,7 +46,7 @@ from selfattn.data.batching.splits import dev_note, stratified_subset
 from selfattn.data.formats.text import tokenize
 from selfattn.data.readers.user_input import input_format
 from selfattn.data.recipes.images import image_shape
-from selfattn.datatypes import DataError, TaskType
+from selfattn.datatypes import DataError
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.task_model import (
     TaskSpec,
@@ -63,6 +63,7 @@ from selfattn.tasks.task import (
     EVAL_BATCH_SIZE,
     AttentionFigure,
     Task,
+    of_task_type,
     positions,
     too_long,
 )
@@ -81,13 +82,10 @@ class LabelTask(Task):
         #: The BERT checkpoint's tokenizer and config with ``model.pretrained``.
         self.pretrained: PretrainedText | None = None
 
-    def data_task(self) -> TaskType:
-        return self.name  # type: ignore[return-value]  # a registered key of TaskType
-
     @classmethod
     def check_config(cls, config: Config, *, text: bool | None) -> None:
         refuse_seq2seq_settings(config, cls.name)
-        check_label_model(config.model, task=cls.name, text=text)  # type: ignore[arg-type]
+        check_label_model(config.model, task=cls.layout, text=text)
 
     # ------------------------------------------------------------------ data
 
@@ -120,7 +118,7 @@ class LabelTask(Task):
                 else train_bpe(sentences, data.bpe_vocab_size, lowercase=data.lowercase)
             )
             splits.train, splits.dev, splits.test = (
-                bpe_retokenize(part, self.bpe, label_sets=self.name == "multilabel")
+                bpe_retokenize(part, self.bpe, label_sets=self.layout == "multilabel")
                 for part in (splits.train, splits.dev, splits.test)
             )
         cut = fit_splits(splits, data.max_len, data.overlong)
@@ -142,6 +140,7 @@ class LabelTask(Task):
         statistics = _target_statistics(splits)
         self.spec = TaskSpec(
             task=splits.task,
+            task_type=self.name,
             num_labels=max(len(self.labels), 1),  # regression: one output
             vocab_size=len(self.vocab) if self.vocab is not None else None,
             char_vocab_size=len(self.chars) if self.chars is not None else None,
@@ -161,7 +160,7 @@ class LabelTask(Task):
             self.spec = dataclasses.replace(
                 self.spec, vocab_size=tokenizer.vocab_size, pretrained=self.pretrained.bert
             )
-            self.collator = self.pretrained.collator(self.labels, self.name, self.spec.max_len)
+            self.collator = self.pretrained.collator(self.labels, self.layout, self.spec.max_len)
         return notes
 
     def _label_vocabulary(self, splits: DatasetSplits, *, recipe: bool) -> LabelVocabulary:
@@ -210,10 +209,10 @@ class LabelTask(Task):
         self.bpe = Tokenizer.from_str(stored["bpe"]) if stored.get("bpe") else None
         self.reader = dict(stored.get("reader") or {})
         # No length limit here: fit() holds inputs to what the model reads.
-        self.collator = Collator(self.vocab, self.chars, self.labels, self.name)  # type: ignore[arg-type]
+        self.collator = Collator(self.vocab, self.chars, self.labels, self.layout)
         if stored.get("pretrained"):
             self.pretrained = PretrainedText.restore(stored["pretrained"])
-            self.collator = self.pretrained.collator(self.labels, self.name)
+            self.collator = self.pretrained.collator(self.labels, self.layout)
 
     def collate(self, examples: Sequence[Example]) -> Batch:
         assert self.collator is not None, "prepare() or restore() the task first"
@@ -226,7 +225,7 @@ class LabelTask(Task):
         checkpoint's weights into it (a restored one leaves that to the run's
         checkpoint)."""
         assert self.spec is not None
-        model = build_model_from_spec(self.config.model, self.spec)
+        model = of_task_type(build_model_from_spec(self.config.model, self.spec), self.name)
         if self.pretrained is not None:
             self.pretrained.start(model, self.config)
         if self.vocab is not None:
@@ -263,9 +262,9 @@ class LabelTask(Task):
         it)."""
         dummy: tuple[str, ...] | str = (
             tuple(self.labels.labels[0] for _ in range(len(example)))
-            if self.name == "token"
+            if self.layout == "token"
             else "0"
-            if self.name == "regression"
+            if self.layout == "regression"
             else self.labels.labels[0]
         )
         return dataclasses.replace(example, label=dummy)
@@ -278,11 +277,11 @@ class LabelTask(Task):
         limit = input_length_limit(model)
         if limit is None or len(example) <= limit[0]:
             return example
-        if windows and self.name == "token":
+        if windows and self.layout == "token":
             return example
         if not truncate:
             raise too_long(example, limit)
-        return slice_example(example, 0, limit[0], self.name)  # type: ignore[arg-type]
+        return slice_example(example, 0, limit[0], self.layout)
 
     @torch.no_grad()
     def logits(self, model: nn.Module, example: Example) -> Tensor:
@@ -294,13 +293,13 @@ class LabelTask(Task):
         """
         example = self.fit(model, example)
         limit = input_length_limit(model)
-        if self.name != "token" or limit is None or len(example) <= limit[0]:
-            return model(self.collate([example]))[0]
+        if self.layout != "token" or limit is None or len(example) <= limit[0]:
+            return model(self.model_batch(model, [example]))[0]
         size = limit[0]
         spans = window_spans(len(example), size)
         windows = [slice_example(example, start, start + size, "token") for start, _, _ in spans]
         rows = [
-            model(self.collate(windows[i : i + EVAL_BATCH_SIZE]))
+            model(self.model_batch(model, windows[i : i + EVAL_BATCH_SIZE]))
             for i in range(0, len(windows), EVAL_BATCH_SIZE)
         ]
         logits = torch.cat(rows)  # (W, size, C)
@@ -320,7 +319,7 @@ class LabelTask(Task):
         """
         data = self.config.data
         examples, _ = scored_examples(self, split)
-        if isinstance(split, DataFile) and self.name != "regression":  # numbers: no classes
+        if isinstance(split, DataFile) and self.layout != "regression":  # numbers: no classes
             unseen = unseen_label(examples, self.labels)
             if unseen is not None:
                 example, label = unseen
@@ -329,9 +328,9 @@ class LabelTask(Task):
                     f"{len(self.labels)} labels ({_listed(self.labels.labels)})"
                 )
         if self.bpe is not None:
-            examples = bpe_retokenize(examples, self.bpe, label_sets=self.name == "multilabel")
+            examples = bpe_retokenize(examples, self.bpe, label_sets=self.layout == "multilabel")
         if data.overlong == "cut":
-            examples, _ = fit_examples(examples, data.max_len, "cut", self.name)  # type: ignore[arg-type]
+            examples, _ = fit_examples(examples, data.max_len, "cut", self.layout)
         return list(examples)
 
     def score(
@@ -392,9 +391,9 @@ class LabelTask(Task):
         self.check_options(options)
         labelled: Any = model  # a label model: its attention_view says what its maps show
         if labelled.attention_view == "hops":
-            return [memory_figure(labelled, self.collate([example]), example)]
+            return [memory_figure(labelled, self.model_batch(model, [example]), example)]
         example = self.fit(model, example, windows=False)
-        maps = [layer[0] for layer in labelled.attention_maps(self.collate([example]))]
+        maps = [layer[0] for layer in labelled.attention_maps(self.model_batch(model, [example]))]
         if labelled.attention_view == "wordpieces":
             assert self.pretrained is not None
             axis = self.pretrained.wordpieces(example)

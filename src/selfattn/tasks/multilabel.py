@@ -43,6 +43,7 @@ class MultiLabelTask(LabelTask):
     """A set of labels per input (module docstring)."""
 
     name = "multilabel"
+    layout = "multilabel"
     accepts = frozenset({"vectors"})
     #: ``threshold``: the probability a label needs to be in the set (``--threshold``).
     options = frozenset({"threshold"})

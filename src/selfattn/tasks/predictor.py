@@ -40,7 +40,7 @@ class Predictor:
         checkpoint_dir: a run folder (its best checkpoint, else its last) or a checkpoint
             folder.
         task: the :class:`Task` class that rebuilds the model (default: the one registered
-            for the checkpoint's task type); a benchmark's variant, say.
+            as the checkpoint's task type, ``spec.task_type``); a benchmark's variant, say.
 
     Raises:
         ValueError: no checkpoint there; one this selfattn cannot read (one line: why).
@@ -52,7 +52,7 @@ class Predictor:
 
         def build(config: Config, spec: TaskSpec) -> nn.Module:
             built.append(
-                task_named(spec.task, config, spec) if task is None else task(config, spec)
+                task_named(spec.task_type, config, spec) if task is None else task(config, spec)
             )
             return built[-1].build()
 

@@ -21,6 +21,7 @@ class RegressionTask(LabelTask):
     """A number per set (a molecule's solubility)."""
 
     name = "regression"
+    layout = "regression"
     accepts = frozenset({"vectors"})
 
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:

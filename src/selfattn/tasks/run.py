@@ -26,10 +26,19 @@ from selfattn.train.tensorboard import AttentionProbe
 
 
 def declared_task(config: Config) -> str | None:
-    """The task type ``config`` names (``data.task``, else its recipe's), or ``None``
-    when only the user's files can tell."""
-    if config.data.task != "auto":
-        return config.data.task
+    """The task type ``config`` names (``data.task``, else the built-in one of its
+    recipe's label layout), or ``None`` when only the user's files can tell.
+
+    Raises:
+        ValueError: ``data.task`` names no registered task type (one line listing them).
+    """
+    name = config.data.task
+    if name != "auto":
+        if name not in TASKS:
+            raise ValueError(
+                f"data.task = {name!r}: no such task type; choose auto, {TASKS.choices()}"
+            )
+        return name
     recipe = RECIPES.get(config.data.dataset)
     return None if recipe is None else recipe.task
 
@@ -89,7 +98,7 @@ def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepa
             dev_fraction=data.dev_fraction,
             seed=DEV_SEED,
         )
-        task: Task = task_named(splits.task, config)
+        task: Task = task_named(splits.task, config)  # the built-in type of that layout
     else:
         task = task_named(name, config)
         splits = task.load_splits()
@@ -125,14 +134,7 @@ def attention_probe(prepared: Prepared) -> AttentionProbe | None:
     task, example = prepared.task, prepared.splits.dev[0]
 
     def probe(model: nn.Module) -> Sequence[tuple[str, Sequence[Tensor], Sequence[str]]]:
-        weight = next(model.parameters(), None)
-        collate = task.collate
-        if weight is not None and weight.device.type != "cpu":  # the batch goes to the model
-            task.collate = lambda examples: collate(examples).to(weight.device)  # type: ignore[method-assign]
-        try:
-            figures = task.attention(model, example)
-        finally:
-            vars(task).pop("collate", None)
+        figures = task.attention(model, example)  # on the device of the model's weights
         return [(figure.title, figure.maps, figure.queries) for figure in figures]
 
     return probe

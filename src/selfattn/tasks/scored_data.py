@@ -87,8 +87,8 @@ def read_data_file(task: Task, data: DataFile) -> DatasetSplits:
     """
     path, spec = data.path, task.spec
     assert spec is not None, "restore() the task first"
-    if task.name == "bits" or task.reader.get("kind") in _GRAPH_KINDS:
-        what = "bit vectors" if task.name == "bits" else f"{task.reader['kind']}s"
+    if task.layout == "bits" or task.reader.get("kind") in _GRAPH_KINDS:
+        what = "bit vectors" if task.layout == "bits" else f"{task.reader['kind']}s"
         raise DataError(
             f"{path}: this model reads {what}, and no file format of selfattn train holds "
             "them; score its dataset with --split"

@@ -19,6 +19,7 @@ class SequenceTask(LabelTask):
     """A label per set (sentiment, speaker, an image's class, a molecule's class)."""
 
     name = "sequence"
+    layout = "sequence"
     accepts = frozenset({"vectors", "image_vectors", "answer"})
 
     def predict(self, model: nn.Module, example: Example, **options: Any) -> str:

@@ -7,14 +7,21 @@ a user's input becomes an example, what a prediction looks like and which attent
 a model of it can show. The training loop, :func:`~selfattn.tasks.run.prepare`,
 :class:`~selfattn.tasks.predictor.Predictor` and the CLI ask the task and never branch
 on its type; a new task type is one module and one :func:`register_task`.
+
+A task type is not its label layout (:data:`~selfattn.datatypes.TaskType`: what the
+labels and the model's head look like): a new task type may read and build as a
+built-in one does (subclass it) and differ in its loss or its predictions. The checkpoint
+stores both (:class:`~selfattn.models.spec.TaskSpec`'s ``task_type`` and ``task``), so a
+saved run reads back as the task type that trained it.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, get_args
 
 import torch
 from torch import Tensor, nn
@@ -30,6 +37,8 @@ from selfattn.registries import Registry
 from selfattn.tasks.scored_data import DataFile
 
 EVAL_BATCH_SIZE = 64
+_B = TypeVar("_B")
+_M = TypeVar("_M", bound=nn.Module)
 
 
 @dataclass
@@ -86,7 +95,10 @@ class Task(abc.ABC):
     :meth:`restore` fits it from a checkpoint's stored :meth:`state` instead.
 
     Attributes:
-        name: the registry key, the ``task`` of :class:`TaskSpec`.
+        name: the registry key, the ``task_type`` of :class:`TaskSpec` and a value of
+            ``data.task``.
+        layout: what its labels look like (the ``task`` of :class:`TaskSpec`): the
+            layout its data is read as and its model's head is built for.
         options: the keyword options of :meth:`predict`, :meth:`score` and
             :meth:`attention` besides ``truncate`` (seq2seq: the decoding options); any
             other option is refused in one line.
@@ -94,6 +106,7 @@ class Task(abc.ABC):
     """
 
     name: ClassVar[str] = ""
+    layout: ClassVar[TaskType]
     #: What it takes from an architecture (:data:`selfattn.models.registry.Product`): an
     #: architecture that produces none of it is refused before any data is read.
     accepts: ClassVar[frozenset[str]] = frozenset()
@@ -165,9 +178,10 @@ class Task(abc.ABC):
             seed=DEV_SEED,
         )
 
-    def data_task(self) -> TaskType | None:
-        """The task the data loader is asked for (``None``: read off the recipe/files)."""
-        return None if self.config.data.task == "auto" else self.config.data.task
+    def data_task(self) -> TaskType:
+        """The label layout the data loader is asked for: :attr:`layout` (seq2seq on a
+        dataset of label sets reads them as output sequences)."""
+        return self.layout
 
     @abc.abstractmethod
     def prepare(self, splits: DatasetSplits) -> list[str]:
@@ -191,6 +205,11 @@ class Task(abc.ABC):
     def collate(self, examples: Sequence[Example]) -> Any:
         """One batch of ``examples``."""
 
+    def model_batch(self, model: nn.Module, examples: Sequence[Example]) -> Any:
+        """One batch of ``examples`` on the device of ``model``'s weights (a model being
+        trained on a GPU reads its attention maps there)."""
+        return on_model_device(self.collate(examples), model)
+
     def batches_of(self, examples: list[Example]) -> list[Any]:
         """``examples`` in file order, collated for evaluation."""
         from selfattn.data import batches
@@ -202,7 +221,8 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def build(self) -> nn.Module:
-        """A freshly initialised model for ``spec``."""
+        """A freshly initialised model for ``spec``; its ``spec`` attribute, what a
+        checkpoint stores, names this task type (``task_type``)."""
 
     @abc.abstractmethod
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
@@ -290,6 +310,21 @@ class Task(abc.ABC):
             )
 
 
+def on_model_device(batch: _B, model: nn.Module) -> _B:
+    """``batch`` (anything with a ``to(device)``) on the device of ``model``'s weights."""
+    weight = next(model.parameters(), None)
+    return batch if weight is None else batch.to(weight.device)  # type: ignore[attr-defined]
+
+
+def of_task_type(model: _M, task_type: str) -> _M:
+    """``model`` with the :class:`TaskSpec` it keeps (what its checkpoints store) naming
+    ``task_type``."""
+    spec = model.spec
+    assert isinstance(spec, TaskSpec), f"{type(model).__name__} keeps no task spec"
+    model.spec = dataclasses.replace(spec, task_type=task_type)
+    return model
+
+
 def too_long(example: Example, limit: tuple[int, str]) -> ValueError:
     """The one-line refusal of an input longer than a model reads."""
     size, reason = limit
@@ -308,12 +343,24 @@ def positions(example: Example) -> list[str]:
 
 _T = TypeVar("_T", bound=type[Task])
 
-#: Task types by name (the ``task`` of a :class:`TaskSpec`, a checkpoint's ``vocabs``).
+#: Task types by name (the ``task_type`` of a :class:`TaskSpec`, a checkpoint's
+#: ``vocabs``, the values of ``data.task`` besides ``"auto"``). The built-in task type of
+#: each label layout bears the layout's name.
 TASKS: Registry[type[Task]] = Registry("task type")
 
 
 def register_task(cls: _T) -> _T:
-    """Class decorator: add a task type to :data:`TASKS` under its ``name``."""
+    """Class decorator: add a task type to :data:`TASKS` under its ``name``.
+
+    Raises:
+        ValueError: no ``layout`` of :data:`~selfattn.datatypes.TaskType`; a name taken.
+    """
+    layouts = get_args(TaskType)
+    if getattr(cls, "layout", None) not in layouts:
+        raise ValueError(
+            f"task type {cls.__name__}: its class attribute layout = "
+            f"{getattr(cls, 'layout', None)!r} must be one of {', '.join(layouts)}"
+        )
     return TASKS.add_class(cls)
 
 
@@ -329,4 +376,4 @@ def task_named(name: str, config: Config, spec: TaskSpec | None = None) -> Task:
 def build_for_spec(config: Config, spec: TaskSpec) -> nn.Module:
     """The (untrained) model a checkpoint with ``config`` and ``spec`` holds: the
     ``build`` of :func:`selfattn.train.checkpoint.load_model`."""
-    return task_named(spec.task, config, spec).build()
+    return task_named(spec.task_type, config, spec).build()

@@ -18,6 +18,7 @@ class TokenTask(LabelTask):
     """A label per vector (POS tags, a graph's node classes)."""
 
     name = "token"
+    layout = "token"
     accepts = frozenset({"vectors"})
 
     def predict(self, model: nn.Module, example: Example, **options: Any) -> str:

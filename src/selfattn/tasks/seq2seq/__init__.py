@@ -1,5 +1,6 @@
 """The ``seq2seq`` task type in one place (lecture 001 §3–5): its road from data to
-decoded output (:mod:`.task`), its training signal (:mod:`.objective`: teacher forcing,
+decoded output (:mod:`.task`), its decoding options and the loop that decodes sources
+with them (:mod:`.decoding`), its training signal (:mod:`.objective`: teacher forcing,
 the non-autoregressive pass), the attention regularisers and losses (:mod:`.losses`) and
 scheduled sampling (:mod:`.sampling`). The encoder–decoder itself is
 :class:`selfattn.models.seq2seq.Seq2SeqTransformer` or the RNN encoder–decoder
@@ -10,6 +11,7 @@ scheduled sampling (:mod:`.sampling`). The encoder–decoder itself is
 
 from __future__ import annotations
 
+from selfattn.tasks.seq2seq.decoding import METHODS
 from selfattn.tasks.seq2seq.losses import (
     attention_budget_loss,
     attention_for_regularisers,
@@ -29,7 +31,7 @@ from selfattn.tasks.seq2seq.sampling import (
     scheduled_sampling_inputs,
 )
 from selfattn.tasks.seq2seq.scoring import Decoded, bpe_pair, token_error_rate
-from selfattn.tasks.seq2seq.task import METHODS, Seq2SeqTask
+from selfattn.tasks.seq2seq.task import Seq2SeqTask
 
 __all__ = [
     "METHODS",

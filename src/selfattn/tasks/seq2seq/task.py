@@ -2,18 +2,17 @@
 
 Its data road builds the vocabularies (words, or one BPE vocabulary learned on both
 sides) and the collator; its objective is teacher forcing with the options of
-``[seq2seq]`` (:class:`~selfattn.models.seq2seq_builder.Seq2SeqObjective`); a prediction decodes
-(greedy, beam, sampling or non-autoregressive); a split is scored with BLEU and chrF
-(sacrebleu) for text targets, exact match for every target, the token (digit) error
-rate, and area coverage for the convex hull; its attention maps are the encoder's
-self-attention, the decoder's masked self-attention and the cross-attention of the
-decoded output over the source.
+``[seq2seq]`` (:class:`~selfattn.tasks.seq2seq.objective.Seq2SeqObjective`); a prediction
+decodes (greedy, beam, sampling or non-autoregressive: :mod:`.decoding`); a split is
+scored with BLEU and chrF (sacrebleu) for text targets, exact match for every target, the
+token (digit) error rate, and area coverage for the convex hull; its attention maps are
+the encoder's self-attention, the decoder's masked self-attention and the cross-attention
+of the decoded output over the source.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -23,7 +22,6 @@ from torch import Tensor, nn
 
 from selfattn.config import Config
 from selfattn.data import DatasetSplits, Example, Vocabulary, tokenize
-from selfattn.data.batching.collate import batches
 from selfattn.data.batching.lengths import cut_note, fit_examples, fit_splits, slice_example
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch, Seq2SeqCollator
 from selfattn.data.batching.splits import dev_note, stratified_subset
@@ -31,7 +29,6 @@ from selfattn.data.readers.label_sets import LABEL_SET_TARGETS, decoded_set
 from selfattn.data.readers.user_input import input_format
 from selfattn.data.recipes import RECIPES
 from selfattn.data.vocab import train_bpe
-from selfattn.datatypes import TaskType
 from selfattn.models.seq2seq_builder import (
     SEQ2SEQ_MODELS,
     Seq2SeqModel,
@@ -41,23 +38,26 @@ from selfattn.models.seq2seq_builder import (
 from selfattn.models.task_model import TaskSpec, check_fields
 from selfattn.specials import BOS, EOS, UNK
 from selfattn.tasks.scored_data import DataFile, scored_examples
+from selfattn.tasks.seq2seq.decoding import (
+    OPTIONS,
+    decode_examples,
+    decoding_method,
+)
 from selfattn.tasks.seq2seq.maps import seq2seq_figures
-from selfattn.tasks.seq2seq.objective import Seq2SeqObjective, encode_batch
+from selfattn.tasks.seq2seq.objective import Seq2SeqObjective
 from selfattn.tasks.seq2seq.scoring import Decoded, bpe_pair, hull_scores, text_scores
-from selfattn.tasks.seq2seq.search import Method, search
+from selfattn.tasks.seq2seq.search import Method
 from selfattn.tasks.seq2seq.sequence_level import SequenceLevelObjective
 from selfattn.tasks.seq2seq.vocabularies import seq2seq_vocabularies
 from selfattn.tasks.set_metrics import set_scores
 from selfattn.tasks.task import (
-    EVAL_BATCH_SIZE,
     AttentionFigure,
     Task,
+    on_model_device,
     positions,
     register_task,
     too_long,
 )
-
-METHODS = ("greedy", "beam", "sample", "nat")
 
 
 @register_task
@@ -65,22 +65,10 @@ class Seq2SeqTask(Task):
     """An output sequence whose length the model decides."""
 
     name = "seq2seq"
+    layout = "seq2seq"
     accepts = frozenset({"encoder_stack", "sequence"})
     objectives = ("mle", "mrt", "reinforce")
-    options = frozenset(
-        {
-            "method",
-            "beam_size",
-            "temperature",
-            "top_k",
-            "top_p",
-            "length_scale",
-            "length_penalty",
-            "seed",
-            "use_cache",
-            "batch_size",
-        }
-    )
+    options = OPTIONS
 
     @classmethod
     def check_config(cls, config: Config, *, text: bool | None) -> None:
@@ -101,9 +89,6 @@ class Seq2SeqTask(Task):
                 config.train, config.seq2seq, self._output_text, self.objective
             )
         )
-
-    def data_task(self) -> TaskType:
-        return "seq2seq"
 
     # ------------------------------------------------------------------ data
 
@@ -154,7 +139,8 @@ class Seq2SeqTask(Task):
         )
         features = splits.train[0].features
         self.spec = TaskSpec(
-            task="seq2seq",
+            task=self.layout,
+            task_type=self.name,
             num_labels=0 if target_vocab is None else len(target_vocab),
             vocab_size=None if source_vocab is None else len(source_vocab),
             feature_dim=None if features is None else int(features.shape[1]),
@@ -174,7 +160,7 @@ class Seq2SeqTask(Task):
         assert self.collator is not None
         source, target = self.collator.source_vocab, self.collator.target_vocab
         return {
-            "task": "seq2seq",
+            "task": self.name,
             "input": self.input,
             "source": None if source is None else source.to_dict(),
             "target": None if target is None else target.to_dict(),
@@ -261,75 +247,23 @@ class Seq2SeqTask(Task):
 
     def method(self, options: dict[str, Any]) -> Method:
         """The decoding method of ``options`` (default: the config's ``seq2seq.decoding``)."""
-        method = options.get("method") or self.config.seq2seq.decoding
-        if method not in METHODS:
-            raise ValueError(f"unknown decoding {method!r}; choose greedy, beam, sample, nat")
-        return method
+        return decoding_method(options, self.config.seq2seq.decoding)
 
-    @torch.no_grad()
     def decode(
         self,
         model: Seq2SeqModel,
         examples: list[Example],
         method: Method | None = None,
-        *,
-        beam_size: int | None = None,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        length_scale: float = 1.0,
-        length_penalty: float | None = None,
-        seed: int = 0,
-        batch_size: int = EVAL_BATCH_SIZE,
-        use_cache: bool = True,
+        **options: Any,
     ) -> Decoded:
-        """Decode ``examples`` (their targets are ignored) with ``method``.
-
-        ``length_penalty`` replaces the config's ``seq2seq.length_penalty`` for beam search;
-        ``use_cache=False`` recomputes the whole prefix at every greedy or beam step (the
-        reference the KV cache is checked and timed against).
-        """
+        """Decode ``examples`` (their targets are ignored) with ``method`` (default: the
+        config's ``seq2seq.decoding``) and the options of :func:`.decode_examples`."""
         assert self.collator is not None and self.spec is not None
         method = self.method({"method": method})
-        if method == "nat" and not model.non_autoregressive:
-            raise ValueError(
-                "nat decoding: the RNN encoder–decoder reads its outputs left to right; "
-                "decode it with greedy, beam or sample"
-            )
-        settings = self.config.seq2seq
-        if length_penalty is not None:
-            if method != "beam":
-                raise ValueError(f"--length-penalty applies to beam search, not {method} decoding")
-            settings = dataclasses.replace(settings, length_penalty=length_penalty)
-        generator = torch.Generator().manual_seed(seed)
-        tokens: list[list[str]] = []
-        scores: list[float] = []
-        started = time.perf_counter()
-        for group in batches(examples, batch_size, shuffle=False):
-            batch = self.collator(group)
-            encoded = encode_batch(model, batch)
-            longest = int((~batch.source_padding).sum(1).max())
-            max_len = min(int(settings.max_output_ratio * longest) + 10, self.spec.max_len)
-            result = search(
-                model,
-                encoded,
-                method,
-                settings,
-                max_len=max_len,
-                num_extended=batch.num_extended,
-                beam_size=beam_size,
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
-                generator=generator,
-                length_scale=length_scale,
-                use_cache=use_cache,
-            )
-            for row, ids in enumerate(result.tokens):
-                words = batch.extended[row] if batch.extended else []
-                tokens.append(self.collator.decode_target(ids, words))
-            scores.extend(float(s) for s in result.score.tolist())
-        return Decoded(tokens, time.perf_counter() - started, scores)
+        settings, limit = self.config.seq2seq, self.spec.max_len
+        return decode_examples(
+            model, self.collator, examples, method, settings, max_len=limit, **options
+        )
 
     def detokenize(self, tokens: list[str]) -> str:
         """Output tokens as text (BPE pieces merged back into words)."""
@@ -445,7 +379,7 @@ class Seq2SeqTask(Task):
         target = Example(
             example.tokens, example.features, tuple(output) or self._dummy_target(), "<output>"
         )
-        batch = self.collator([target])
+        batch = on_model_device(self.collator([target]), model)
         if not output:  # only EOS was produced
             batch.target_in = batch.target_in[:, :1]
         maps = model.attention_maps(
