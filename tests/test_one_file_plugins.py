@@ -86,6 +86,9 @@ if len(sys.argv) > 3:  # train on the config sys.argv[3], save, predict with the
     run = Path(sys.argv[4])
     manifest = json.loads((run / "best" / "manifest.json").read_text())
     print(manifest["spec"]["task_type"], manifest["spec"]["task"], manifest["vocabs"]["task"])
+    import selfattn
+    loaded = selfattn.load(run)
+    print("api", loaded.task, loaded.layout)
     assert main(["predict", str(run), "a warm film", "--threads", "1"]) == 0
 """
 
@@ -114,6 +117,7 @@ def test_a_module_in_the_package_registers_without_an_import_line(tmp_path: Path
     assert lines[0].split() == ["True", "True", "True"]
     # The run stores its task type beside the label layout it reads and builds as.
     assert "extra_task sequence extra_task" in lines
+    assert "api extra_task sequence" in lines  # selfattn.load names the task type too
     # Read back as the task type that trained it: its own predict wrote the line.
     assert re.fullmatch(
         r"extra: (neg|pos)\t\((neg|pos) \d\.\d{3}, (neg|pos) \d\.\d{3}\)", lines[-1]

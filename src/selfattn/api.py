@@ -149,7 +149,9 @@ class Model:
     Attributes:
         path: the folder it was loaded from.
         task: its task type (``"token"``, ``"sequence"``, ``"regression"``,
-            ``"multilabel"``, ``"seq2seq"``, ``"bits"``).
+            ``"multilabel"``, ``"seq2seq"``, ``"bits"``, or a task type of your own).
+        layout: what its labels look like (the task type's ``layout``: one of the
+            built-in names above).
         input: ``"text"`` or ``"vectors"``: what it reads.
         config: the configuration it was trained with.
         predictor: the :class:`~selfattn.tasks.Predictor` underneath.
@@ -158,7 +160,8 @@ class Model:
     def __init__(self, predictor: Predictor, path: Path) -> None:
         self.predictor = predictor
         self.path = path
-        self.task: str = predictor.spec.task
+        self.task: str = predictor.spec.task_type
+        self.layout: str = predictor.spec.task
         self.input: str = predictor.input
         self.config: Config = predictor.config
 
