@@ -30,6 +30,8 @@ from torch import Tensor
 
 from selfattn.specials import IGNORE_INDEX
 
+#: ``train.fused_cross_entropy = "auto"`` fuses a vocabulary of at least this many ids.
+AUTO_MIN_VOCAB = 8192
 #: Logits held at once (float32 entries: 16 MiB): a chunk has this many ÷ V rows.
 CHUNK_ELEMENTS = 2**22
 
@@ -38,6 +40,36 @@ def default_chunk_rows(vocab_size: int) -> int:
     """Rows per chunk for a ``vocab_size``-way output: :data:`CHUNK_ELEMENTS` logits,
     at least 16 rows (so the matrix products stay efficient at any V)."""
     return max(16, CHUNK_ELEMENTS // max(vocab_size, 1))
+
+
+def fuses(setting: str, output: str, vocab_size: int) -> bool:
+    """Whether ``train.fused_cross_entropy = setting`` fuses a seq2seq model's output layer
+    of kind ``output`` over ``vocab_size`` ids.
+
+    Only the ``"vocab"`` output is a cross-entropy of one projection's logits. The pointer
+    output's "vocabulary" is the source positions (a few dozen scores, nothing to save);
+    the copy output's probability of an id is a mixture, p_gen · softmax(z)_y plus
+    (1 − p_gen) times the attention on the source tokens that are y, whose log is not the
+    logit minus a log-sum-exp; ``on`` is refused for both when the config is loaded.
+    """
+    if output != "vocab" or setting == "off":
+        return False
+    return setting == "on" or vocab_size >= AUTO_MIN_VOCAB
+
+
+def check_fusable(task: str, output: str) -> None:
+    """Refuse ``train.fused_cross_entropy = "on"`` for a ``task`` task (``output``: its
+    ``seq2seq.output``) that has no vocabulary projection to fuse (:func:`fuses`)."""
+    if task != "seq2seq":
+        where = f"this dataset is a {task} task"
+    elif output != "vocab":
+        where = f'seq2seq.output = "{output}" has none to fuse'
+    else:
+        return
+    raise ValueError(
+        'train.fused_cross_entropy = "on" fuses a seq2seq decoder\'s vocabulary projection '
+        f'with its loss; {where} (set it "auto" or "off")'
+    )
 
 
 def linear_cross_entropy(
@@ -148,9 +180,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad = logits.sub_(lse.unsqueeze(1)).exp_()
             if smoothing > 0:
                 grad.sub_(smoothing / vocab)
-            grad.scatter_add_(
-                1, y.unsqueeze(1), grad.new_full((y.numel(), 1), -(1.0 - smoothing))
-            )
+            grad.scatter_add_(1, y.unsqueeze(1), grad.new_full((y.numel(), 1), -(1.0 - smoothing)))
             grad.div_(count)
             if grad_hidden is not None:
                 grad_hidden.index_copy_(0, index, (grad.to(weight.dtype) @ weight).to(flat.dtype))
