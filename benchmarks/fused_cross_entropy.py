@@ -10,9 +10,11 @@ For each vocabulary size it prints, for ``train.fused_cross_entropy`` off (plain
 decoder's ``(B, T, V)`` log-probabilities) and on (fused):
 
 * peak: the highest memory allocated during one whole step (forward, backward, AdamW)
-  above the level before it, counted by PyTorch's CPU allocator under ``torch.profiler``
-  with ``profile_memory=True`` (:func:`selfattn.bench.memory.measure_memory`): every
-  tensor's bytes, not the process's RSS;
+  above the level before it (weights and AdamW's state; the previous step's gradients
+  already released), counted by PyTorch's CPU allocator under ``torch.profiler`` with
+  ``profile_memory=True`` (:func:`selfattn.bench.memory.measure_memory`): every tensor's
+  bytes as allocated and freed, not the process's RSS (which freed memory the allocator
+  keeps would blur);
 * step time: median seconds of a step, the two settings interleaved step by step in this
   one process so machine noise hits both;
 * the first step's losses of the two settings (the same weights), which must agree.
@@ -82,17 +84,19 @@ def measure(vocab: int, batch: int, target_len: int, steps: int) -> dict[str, di
         results[setting]["loss"] = float(objectives[setting].loss(model, data, 0).detach())
 
     def step(setting: str) -> None:
-        optimizer.zero_grad(set_to_none=True)
         objectives[setting].loss(model, data, 0).backward()
         optimizer.step()
 
     for setting in SETTINGS:
+        optimizer.zero_grad(set_to_none=True)
         step(setting)  # warm-up; AdamW's state exists from here on, in both settings
     for setting in SETTINGS:
+        optimizer.zero_grad(set_to_none=True)  # outside: the peak counts the new gradients
         results[setting]["peak"] = measure_memory(lambda s=setting: step(s)).peak
     times: dict[str, list[float]] = {s: [] for s in SETTINGS}
     for _ in range(steps):
         for setting in SETTINGS:
+            optimizer.zero_grad(set_to_none=True)
             started = time.perf_counter()
             step(setting)
             times[setting].append(time.perf_counter() - started)
