@@ -149,14 +149,8 @@ def _transformer(tie: bool) -> nn.Module:
 
 
 def _rnn(tie: bool) -> nn.Module:
-    return RNNSeq2Seq(
-        target_vocab_size=20,
-        source_vocab_size=20,
-        embed_dim=16,
-        hidden_dim=16,
-        max_len=16,
-        tie_output=tie,
-    )
+    sizes = {"embed_dim": 16, "hidden_dim": 16, "max_len": 16}
+    return RNNSeq2Seq(target_vocab_size=20, source_vocab_size=20, tie_output=tie, **sizes)
 
 
 @pytest.mark.parametrize(

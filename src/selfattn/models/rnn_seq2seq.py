@@ -265,34 +265,27 @@ class RNNSeq2Seq(EncoderDecoderModule):
         """
         if num_extended:
             raise ValueError("the RNN encoder–decoder has no copy output (num_extended > 0)")
-        states = self._decoder_states(target_in, encoded, cache, causal, need_weights)
+        states = self.decoder_states(
+            target_in, encoded, cache, causal=causal, need_weights=need_weights
+        )
         logits = self.out_proj(states.hidden)
         return Seq2SeqOutput(
             F.log_softmax(score_precision(logits), dim=-1),
             cross_attentions=states.cross_attentions,
         )
 
-    def decode_states(
-        self,
-        target_in: Tensor,
-        encoded: EncodedSource,
-        *,
-        target_padding: Tensor | None = None,
-        causal: bool = True,
-        need_weights: bool = False,
-    ) -> DecoderStates:
-        """:meth:`decode` (no cache) up to the inputs of ``out_proj``."""
-        return self._decoder_states(target_in, encoded, None, causal, need_weights)
-
-    def _decoder_states(
+    def decoder_states(
         self,
         target_in: Tensor,
         encoded: EncodedSource,
         cache: RecurrentState | None,
-        causal: bool,
-        need_weights: bool,
+        *,
+        self_key_padding_mask: Tensor | None = None,
+        causal: bool = True,
+        need_weights: bool = False,
     ) -> DecoderStates:
-        """The (dropped-out) attentional vectors ``(B, T, E)`` that ``out_proj`` reads."""
+        """The (dropped-out) attentional vectors ``(B, T, E)`` that ``out_proj`` reads; the
+        padding changes nothing (see :meth:`decode`)."""
         if not causal:
             raise ValueError(
                 "the RNN decoder reads its outputs left to right: no non-autoregressive pass"

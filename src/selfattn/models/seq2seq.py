@@ -290,26 +290,10 @@ class Seq2SeqTransformer(EncoderDecoderModule):
         result.self_attentions = out.self_attentions
         return result
 
-    def decode_states(
-        self,
-        target_in: Tensor,
-        encoded: EncodedSource,
-        *,
-        target_padding: Tensor | None = None,
-        causal: bool = True,
-        need_weights: bool = False,
+    def decoder_states(
+        self, target_in: Tensor, encoded: EncodedSource, cache: Any, **flags: Any
     ) -> DecoderStates:
-        """:meth:`decode` (no cache) up to the inputs of ``out_proj``; vocabulary output."""
-        if self.output != "vocab":
-            raise ValueError(f"decode_states is the vocabulary output's, not {self.output!r}'s")
-        _, out = self._run_decoder(
-            target_in,
-            encoded,
-            None,
-            self_key_padding_mask=target_padding,
-            causal=causal,
-            need_weights=need_weights,
-        )
+        _, out = self._run_decoder(target_in, encoded, cache, **flags)
         return DecoderStates(out.last_hidden_state, out.cross_attentions, out.self_attentions)
 
     def _run_decoder(
