@@ -223,7 +223,7 @@ def test_a_tiny_run_logs_the_same_losses_on_and_off(tmp_path: Path) -> None:
     ("setting", "seq2seq", "message"),
     [
         ("maybe", {}, "train.fused_cross_entropy: expected one of 'auto', 'on', 'off'"),
-        ("on", {"output": "copy"}, 'seq2seq.output = "copy" has none to fuse'),
+        ("on", {"output": "copy"}, 'seq2seq.output = "copy" is not a cross-entropy of its logits'),
     ],
 )
 def test_misuse_is_refused_in_one_line(

@@ -192,8 +192,8 @@ class TrainConfig:
             (target tokens × vocabulary) logits (:mod:`selfattn.train.fused_ce`; the
             same loss and gradients): ``on``, ``off``, or ``auto`` (on for a vocabulary
             of at least :data:`~selfattn.train.fused_ce.AUTO_MIN_VOCAB` ids). Only the
-            vocabulary output has one projection to fuse: ``on`` is refused for the
-            pointer and copy outputs and for other task types.
+            vocabulary output's loss is a cross-entropy of one projection's logits:
+            ``on`` is refused for the pointer and copy outputs and for other task types.
     """
 
     epochs: int = 10

@@ -3,7 +3,7 @@
 The plain output layer of a decoder computes the logits ``z = h Wᵀ + b`` of every target
 position at once, ``(N, V)``, then their log-softmax, another ``(N, V)``; autograd keeps
 both for the backward pass. At V = 32,000 and N = 4,096 positions that is 1 GiB of
-float32 per step, more than the rest of a small model's activations.
+float32 per step.
 :func:`linear_cross_entropy` gives the same loss and the same gradients without ever
 holding more than ``chunk_rows × V`` logits: it walks the real (non-ignored) rows in
 chunks, and for each chunk computes the logits, their log-sum-exp, the chunk's loss and
@@ -63,7 +63,7 @@ def check_fusable(task: str, output: str) -> None:
     if task != "seq2seq":
         where = f"this dataset is a {task} task"
     elif output != "vocab":
-        where = f'seq2seq.output = "{output}" has none to fuse'
+        where = f'the loss of seq2seq.output = "{output}" is not a cross-entropy of its logits'
     else:
         return
     raise ValueError(
