@@ -23,6 +23,7 @@ ObjectiveName = Literal["mle", "mrt", "reinforce"]
 CandidatesName = Literal["sample", "beam", "both"]
 CostName = Literal["auto", "bleu", "token_error"]
 NanPolicy = Literal["stop", "skip"]
+FusedSetting = Literal["auto", "on", "off"]
 
 #: The highest ``train.lr``: AdamW moves every weight by about ``lr`` per step, so a rate
 #: above 1 is already a mistake; the bound only keeps typos such as ``1e4`` out.
@@ -188,6 +189,13 @@ class TrainConfig:
             either way.
         tensorboard_images: draw the attention maps of one fixed dev example into the
             TensorBoard events every this many epochs; ``0``: never.
+        fused_cross_entropy: compute a seq2seq decoder's vocabulary projection and its
+            cross-entropy together, in chunks of rows, so that training never holds the
+            (target tokens × vocabulary) logits (:mod:`selfattn.train.fused_ce`; the
+            same loss and gradients): ``on``, ``off``, or ``auto`` (on for a vocabulary
+            of at least :data:`~selfattn.train.fused_ce.AUTO_MIN_VOCAB` ids). Only the
+            vocabulary output's loss is a cross-entropy of one projection's logits:
+            ``on`` is refused for the pointer and copy outputs and for other task types.
     """
 
     epochs: int = 10
@@ -223,6 +231,7 @@ class TrainConfig:
     nan_policy: NanPolicy = "stop"
     tensorboard: bool = True
     tensorboard_images: int = 1
+    fused_cross_entropy: FusedSetting = "auto"
 
     def __post_init__(self) -> None:
         check_sequence_fields(self)

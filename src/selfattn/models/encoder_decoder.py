@@ -22,7 +22,12 @@ from typing import Any, Protocol, cast
 import torch
 from torch import Tensor, nn
 
-from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqAttentionMaps, Seq2SeqOutput
+from selfattn.models.seq2seq_outputs import (
+    DecoderStates,
+    EncodedSource,
+    Seq2SeqAttentionMaps,
+    Seq2SeqOutput,
+)
 from selfattn.specials import NUM_SPECIALS, PAD_ID, UNK_ID
 
 
@@ -162,6 +167,43 @@ class EncoderDecoderModule(nn.Module):
                 f"source of length {source.shape[1]} is longer than the model's max_len "
                 f"({self.max_len})"
             )
+
+    def decode_states(
+        self,
+        target_in: Tensor,
+        encoded: EncodedSource,
+        *,
+        target_padding: Tensor | None = None,
+        causal: bool = True,
+        need_weights: bool = False,
+    ) -> DecoderStates:
+        """A teacher-forced ``decode`` (no cache) up to the inputs of the vocabulary
+        projection ``out_proj``, for a loss that applies the projection itself
+        (:mod:`selfattn.train.fused_ce`); the vocabulary output only."""
+        output = getattr(self, "output", "vocab")
+        if output != "vocab":
+            raise ValueError(f"decode_states is the vocabulary output's, not {output!r}'s")
+        return self.decoder_states(
+            target_in,
+            encoded,
+            None,
+            self_key_padding_mask=target_padding,
+            causal=causal,
+            need_weights=need_weights,
+        )
+
+    def decoder_states(
+        self,
+        target_in: Tensor,
+        encoded: EncodedSource,
+        cache: Any,
+        *,
+        self_key_padding_mask: Tensor | None = None,
+        causal: bool = True,
+        need_weights: bool = False,
+    ) -> DecoderStates:
+        """:meth:`decode_states` and ``decode`` up to ``out_proj``, with ``cache``."""
+        raise NotImplementedError
 
     def check_target_in(self, target_in: Tensor, encoded: EncodedSource, offset: int) -> None:
         """Refuse decoder inputs that are not ``(B, T)`` for the encoded batch, or that

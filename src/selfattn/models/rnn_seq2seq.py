@@ -46,7 +46,12 @@ from selfattn.models.encoder_decoder import (
     check_target_vocab,
 )
 from selfattn.models.recurrent import bidirectional_rnn, run_packed
-from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqOutput, score_precision
+from selfattn.models.seq2seq_outputs import (
+    DecoderStates,
+    EncodedSource,
+    Seq2SeqOutput,
+    score_precision,
+)
 
 RNNCell = Literal["gru", "lstm"]
 RNN_CELLS: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -258,12 +263,33 @@ class RNNSeq2Seq(EncoderDecoderModule):
         Returns:
             A :class:`Seq2SeqOutput`.
         """
+        if num_extended:
+            raise ValueError("the RNN encoder–decoder has no copy output (num_extended > 0)")
+        states = self.decoder_states(
+            target_in, encoded, cache, causal=causal, need_weights=need_weights
+        )
+        logits = self.out_proj(states.hidden)
+        return Seq2SeqOutput(
+            F.log_softmax(score_precision(logits), dim=-1),
+            cross_attentions=states.cross_attentions,
+        )
+
+    def decoder_states(
+        self,
+        target_in: Tensor,
+        encoded: EncodedSource,
+        cache: RecurrentState | None,
+        *,
+        self_key_padding_mask: Tensor | None = None,
+        causal: bool = True,
+        need_weights: bool = False,
+    ) -> DecoderStates:
+        """The (dropped-out) attentional vectors ``(B, T, E)`` that ``out_proj`` reads; the
+        padding changes nothing (see :meth:`decode`)."""
         if not causal:
             raise ValueError(
                 "the RNN decoder reads its outputs left to right: no non-autoregressive pass"
             )
-        if num_extended:
-            raise ValueError("the RNN encoder–decoder has no copy output (num_extended > 0)")
         offset = 0 if cache is None else cache.offset
         self.check_target_in(target_in, encoded, offset)
         state = cache if cache is not None and offset > 0 else self.initial_state(encoded)
@@ -276,9 +302,8 @@ class RNNSeq2Seq(EncoderDecoderModule):
             cache.hidden, cache.cell, cache.feed = state.hidden, state.cell, state.feed
             cache.keys, cache.alignment = state.keys, state.alignment
             cache.offset = offset + target_in.shape[1]
-        logits = self.out_proj(self.dropout(attentional))
-        return Seq2SeqOutput(
-            F.log_softmax(score_precision(logits), dim=-1),
+        return DecoderStates(
+            self.dropout(attentional),
             cross_attentions=[weights.unsqueeze(1)] if need_weights else None,
         )
 

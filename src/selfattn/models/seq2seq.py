@@ -28,7 +28,6 @@ In pointer mode id ``NUM_SPECIALS + j`` means source position j.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
@@ -40,7 +39,7 @@ from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.cache import DecoderCache
 from selfattn.models.config import StackConfig
 from selfattn.models.conformer import Conformer
-from selfattn.models.decoder import Decoder
+from selfattn.models.decoder import Decoder, DecoderOutput
 from selfattn.models.encoder import BlockStack, Encoder
 from selfattn.models.encoder_decoder import (
     EncoderDecoderModule,
@@ -48,7 +47,13 @@ from selfattn.models.encoder_decoder import (
     check_source_input,
     check_target_vocab,
 )
-from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqOutput, score_precision
+from selfattn.models.pointer import PointerAttention
+from selfattn.models.seq2seq_outputs import (
+    DecoderStates,
+    EncodedSource,
+    Seq2SeqOutput,
+    score_precision,
+)
 from selfattn.models.seq2seq_outputs import (  # re-exported: tests read them here
     Seq2SeqAttentionMaps as Seq2SeqAttentionMaps,
 )
@@ -76,25 +81,6 @@ def decoder_like(encoder: StackConfig, **changes: Any) -> StackConfig:
         encoder,
         **{"attention": "dense", "attention_options": {}, "include_self": True, **changes},
     )
-
-
-class PointerAttention(nn.Module):
-    """One attention head from decoder states to source positions, returning scores.
-
-    Vinyals et al. score with u_j = vᵀ tanh(W₁ e_j + W₂ d_i); here the scaled dot product
-    of projections, which the lecture shows is the common choice and is cheaper.
-    """
-
-    def __init__(self, embed_dim: int) -> None:
-        super().__init__()
-        self.q_proj = nn.Linear(embed_dim, embed_dim)
-        self.k_proj = nn.Linear(embed_dim, embed_dim)
-        self.scale = 1.0 / math.sqrt(embed_dim)
-
-    def forward(self, hidden: Tensor, memory: Tensor, padding: Tensor) -> Tensor:
-        """``(B, T, E)``, ``(B, S, E)``, ``(B, S)`` → scores ``(B, T, S)``, −inf at padding."""
-        scores = self.q_proj(hidden) @ self.k_proj(memory).transpose(1, 2) * self.scale
-        return scores.masked_fill(padding[:, None, :], float("-inf"))
 
 
 class Seq2SeqTransformer(EncoderDecoderModule):
@@ -291,24 +277,38 @@ class Seq2SeqTransformer(EncoderDecoderModule):
         Returns:
             A :class:`Seq2SeqOutput`.
         """
-        offset = 0 if cache is None else cache.offset
-        self.check_target_in(target_in, encoded, offset)
-        x = self.embed_target(target_in, encoded)
-        # Incremental decoding decides once whether the sources need a mask at all.
-        memory_padding = encoded.padding if cache is None else cache.memory_mask(encoded.padding)
-        out = self.decoder(
-            x,
-            encoded.memories if encoded.memories is not None else encoded.memory,
+        x, out = self._run_decoder(
+            target_in,
+            encoded,
+            cache,
             self_key_padding_mask=target_padding,
-            memory_key_padding_mask=memory_padding,
             causal=causal,
             need_weights=need_weights,
-            cache=cache,
         )
         result = self._output_layer(out.last_hidden_state, x, encoded, num_extended, cache)
         result.cross_attentions = out.cross_attentions
         result.self_attentions = out.self_attentions
         return result
+
+    def decoder_states(
+        self, target_in: Tensor, encoded: EncodedSource, cache: Any, **flags: Any
+    ) -> DecoderStates:
+        _, out = self._run_decoder(target_in, encoded, cache, **flags)
+        return DecoderStates(out.last_hidden_state, out.cross_attentions, out.self_attentions)
+
+    def _run_decoder(
+        self, target_in: Tensor, encoded: EncodedSource, cache: DecoderCache | None, **flags: Any
+    ) -> tuple[Tensor, DecoderOutput]:
+        """The decoder's inputs ``(B, T, E)`` and output; ``flags``: the decoder's keywords."""
+        offset = 0 if cache is None else cache.offset
+        self.check_target_in(target_in, encoded, offset)
+        x = self.embed_target(target_in, encoded)
+        # Incremental decoding decides once whether the sources need a mask at all.
+        memory_padding = encoded.padding if cache is None else cache.memory_mask(encoded.padding)
+        memory = encoded.memories if encoded.memories is not None else encoded.memory
+        return x, self.decoder(
+            x, memory, memory_key_padding_mask=memory_padding, cache=cache, **flags
+        )
 
     def _output_layer(
         self,

@@ -76,6 +76,23 @@ class Seq2SeqOutput:
 
 
 @dataclass
+class DecoderStates:
+    """What ``decode_states`` returns: a vocabulary-output decoder's teacher-forced pass
+    up to, not through, its output projection ``out_proj``, for a loss that applies the
+    projection itself (:mod:`selfattn.train.fused_ce`, which never holds the logits).
+
+    Attributes:
+        hidden: ``(B, T, E)`` the inputs of ``out_proj`` at each position.
+        cross_attentions: per decoder layer ``(B, H, T, S)`` when weights were requested.
+        self_attentions: per decoder layer ``(B, H, T, T)`` when weights were requested.
+    """
+
+    hidden: Tensor
+    cross_attentions: list[Tensor] | None = None
+    self_attentions: list[Tensor] | None = None
+
+
+@dataclass
 class Seq2SeqAttentionMaps:
     """Every attention of an encoder–decoder on one teacher-forced batch, per layer.
 

@@ -35,6 +35,7 @@ from selfattn.models.architectures import ARCHITECTURES
 from selfattn.models.spec import TaskSpec
 from selfattn.registries import Registry
 from selfattn.tasks.scored_data import DataFile
+from selfattn.train.fused_ce import check_fusable
 
 EVAL_BATCH_SIZE = 64
 _B = TypeVar("_B")
@@ -122,6 +123,8 @@ class Task(abc.ABC):
                 f"for seq2seq tasks; this dataset is a {self.name} task (choose "
                 f"{', '.join(repr(o) for o in self.objectives)})"
             )
+        if config.train.fused_cross_entropy == "on":
+            check_fusable(self.name, config.seq2seq.output)
         self.config = config
         self.spec = spec
         #: ``"text"`` or ``"vectors"``: what the model's inputs are.

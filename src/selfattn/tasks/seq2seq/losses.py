@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from selfattn.models.seq2seq import Seq2SeqOutput
+from selfattn.models.seq2seq_outputs import DecoderStates, Seq2SeqOutput
 from selfattn.specials import IGNORE_INDEX
 from selfattn.tasks.seq2seq.sampling import (
     SCHEDULES,
@@ -210,7 +210,7 @@ def attention_budget_loss(
     return squared.sum(-1).mean()
 
 
-def attention_for_regularisers(output: Seq2SeqOutput) -> Tensor:
+def attention_for_regularisers(output: Seq2SeqOutput | DecoderStates) -> Tensor:
     """The one ``(B, T, S)`` attention that coverage-style losses should regularise.
 
     * Pointer and copy outputs: their own attention over the source. It is what picks
@@ -225,7 +225,7 @@ def attention_for_regularisers(output: Seq2SeqOutput) -> Tensor:
     Raises:
         ValueError: a vocabulary output decoded without ``need_weights=True``.
     """
-    if output.pointer_attention is not None:
+    if isinstance(output, Seq2SeqOutput) and output.pointer_attention is not None:
         return output.pointer_attention
     if not output.cross_attentions:
         raise ValueError(

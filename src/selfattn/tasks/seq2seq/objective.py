@@ -22,10 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from selfattn.config.sections import Config, FusedSetting
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
 from selfattn.models.seq2seq import BOS_ID, PAD_ID, EncodedSource
 from selfattn.models.seq2seq_builder import Seq2SeqModel
 from selfattn.models.seq2seq_options import Seq2SeqConfig
+from selfattn.models.seq2seq_outputs import DecoderStates, Seq2SeqOutput
 from selfattn.specials import IGNORE_INDEX
 from selfattn.tasks.metrics import eval_batches
 from selfattn.tasks.seq2seq.losses import (
@@ -35,6 +37,7 @@ from selfattn.tasks.seq2seq.losses import (
     sequence_nll,
 )
 from selfattn.tasks.seq2seq.sampling import SamplingSchedule, scheduled_sampling_inputs
+from selfattn.train.fused_ce import fuses, linear_cross_entropy
 
 
 def encode_batch(model: Seq2SeqModel, batch: Seq2SeqBatch) -> EncodedSource:
@@ -49,10 +52,21 @@ class Seq2SeqObjective:
     Args:
         config: the ``[seq2seq]`` section.
         label_smoothing: ε of the NLL terms.
+        fused_cross_entropy: ``train.fused_cross_entropy``: whether the training NLL
+            applies the vocabulary projection itself, in chunks of rows
+            (:func:`~selfattn.train.fused_ce.linear_cross_entropy`), instead of reading
+            the decoder's ``(B, T, V)`` log-probabilities; the same loss and gradients.
     """
 
     config: Seq2SeqConfig
     label_smoothing: float = 0.0
+    fused_cross_entropy: FusedSetting = "off"
+
+    @classmethod
+    def of(cls, config: Config) -> Seq2SeqObjective:
+        """The objective of a run's ``config``."""
+        train = config.train
+        return cls(config.seq2seq, train.label_smoothing, train.fused_cross_entropy)
 
     def __post_init__(self) -> None:
         kind = self.config.scheduled_sampling
@@ -81,17 +95,13 @@ class Seq2SeqObjective:
         needs_weights = config.guided_attention > 0 or (
             config.coverage > 0 and model.output == "vocab"
         )
-        out = model.decode(
+        out, loss = self.decode_nll(
+            model,
             target_in,
             encoded,
+            batch.target_out,
             need_weights=needs_weights,
             num_extended=batch.num_extended,
-        )
-        loss = sequence_nll(
-            out.log_probs,
-            batch.target_out,
-            label_smoothing=self.label_smoothing,
-            all_finite=finite_log_probs(model),
         )
         if config.guided_attention > 0:
             assert out.cross_attentions is not None
@@ -120,21 +130,68 @@ class Seq2SeqObjective:
         # mid-step, and the collator pads targets to the longest (EOS included), so the
         # two agree; wider padding would add columns that are padding in every row.
         inputs, padding = nat_inputs(lengths, width=batch.target_padding.shape[1] - 1)
-        out = model.decode(
+        targets = batch.target_out[:, : inputs.shape[1]].masked_fill(padding, IGNORE_INDEX)
+        _, nll = self.decode_nll(
+            model,
             inputs,
             encoded,
+            targets,
             target_padding=padding,
             causal=False,
             num_extended=batch.num_extended,
         )
-        targets = batch.target_out[:, : inputs.shape[1]].masked_fill(padding, IGNORE_INDEX)
+        return nll + length_loss
+
+    def fuses(self, model: Seq2SeqModel) -> bool:
+        """Whether the training NLL of ``model`` is the fused one."""
+        return fuses(self.fused_cross_entropy, model.output, model.target_vocab_size)
+
+    def decode_nll(
+        self,
+        model: Seq2SeqModel,
+        target_in: Tensor,
+        encoded: EncodedSource,
+        target_out: Tensor,
+        *,
+        target_padding: Tensor | None = None,
+        causal: bool = True,
+        need_weights: bool = False,
+        num_extended: int = 0,
+    ) -> tuple[Seq2SeqOutput | DecoderStates, Tensor]:
+        """Decode ``target_in`` (teacher forcing) and score ``target_out``: the decoder's
+        output (its attention maps) and the label-smoothed NLL, fused or plain."""
+        if self.fuses(model):
+            states = model.decode_states(
+                target_in,
+                encoded,
+                target_padding=target_padding,
+                causal=causal,
+                need_weights=need_weights,
+            )
+            projection = model.out_proj
+            assert projection is not None
+            return states, linear_cross_entropy(
+                states.hidden,
+                projection.weight,
+                projection.bias,
+                target_out,
+                label_smoothing=self.label_smoothing,
+            )
+        out = model.decode(
+            target_in,
+            encoded,
+            target_padding=target_padding,
+            causal=causal,
+            need_weights=need_weights,
+            num_extended=num_extended,
+        )
         nll = sequence_nll(
             out.log_probs,
-            targets,
+            target_out,
             label_smoothing=self.label_smoothing,
             all_finite=finite_log_probs(model),
         )
-        return nll + length_loss
+        return out, nll
 
     @torch.no_grad()
     def evaluate(

@@ -81,7 +81,7 @@ class Seq2SeqTask(Task):
         super().__init__(config, spec)
         self.bpe: Tokenizer | None = None
         self.collator: Seq2SeqCollator | None = None
-        self.objective = Seq2SeqObjective(config.seq2seq, config.train.label_smoothing)
+        self.objective = Seq2SeqObjective.of(config)
         self.sequence_objective = (
             None
             if config.train.objective == "mle"
