@@ -28,6 +28,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -122,14 +123,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     header = ("vocab", "peak off MiB", "peak on MiB", "peak ÷", "step off s", "step on s")
     print("".join(f"{h:>13}" for h in header) + f"{'time ÷':>9}{'|Δ loss|':>11}")
+    values: dict[str, float] = {"target_tokens": rows}
     for vocab in args.vocab:
         r = measure(vocab, args.batch, args.target_len, args.steps)
         off, on = r["off"], r["on"]
+        values |= {
+            f"peak-off-{vocab}": round(off["peak"] / mib, 1),
+            f"peak-on-{vocab}": round(on["peak"] / mib, 1),
+            f"peak-{vocab}": round(on["peak"] / off["peak"], 3),
+            f"step-off-{vocab}": round(off["seconds"], 3),
+            f"step-on-{vocab}": round(on["seconds"], 3),
+            f"time-{vocab}": round(on["seconds"] / off["seconds"], 3),
+        }
         print(
             f"{vocab:>13}{off['peak'] / mib:13.1f}{on['peak'] / mib:13.1f}"
             f"{on['peak'] / off['peak']:13.3f}{off['seconds']:13.3f}{on['seconds']:13.3f}"
             f"{on['seconds'] / off['seconds']:9.3f}{abs(on['loss'] - off['loss']):11.2e}"
         )
+    print(json.dumps(values))  # the numbers, for tests/docs/records.py record
 
 
 if __name__ == "__main__":
