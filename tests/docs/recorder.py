@@ -112,7 +112,10 @@ def record(
         raise RecordingError("no command to run: records.py record ID -- COMMAND ...")
     if not record_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise RecordingError(f"record id {record_id!r}: letters, digits, '-', '_' and '.'")
-    process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, text=True)
+    try:
+        process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, text=True)
+    except OSError as err:
+        raise RecordingError(f"cannot run {command[0]}: {err.strerror}") from None
     assert process.stdout is not None
     lines = []
     for line in process.stdout:

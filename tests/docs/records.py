@@ -283,8 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     recording.add_argument("id", help="the record's name: docs/records/ID.json")
     recording.add_argument("--keys", help="record only these values (comma-separated)")
     recording.add_argument("--note", help="what the values are")
-    recording.add_argument("run", nargs=argparse.REMAINDER, help="-- COMMAND ...")
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    args.run = argv[cut + 1 :]
     if args.command == "record":
         return _record(args)
     if args.command == "count" and args.pages:
@@ -305,10 +307,9 @@ def _record(args: argparse.Namespace) -> int:
     else:  # run as a script: the folder is on the path
         from recorder import RecordingError, record  # type: ignore[no-redef]
 
-    run = args.run[1:] if args.run[:1] == ["--"] else args.run
     keys = args.keys.split(",") if args.keys else None
     try:
-        path = record(args.id, run, root=ROOT, folder=RECORDS, keys=keys, note=args.note)
+        path = record(args.id, args.run, root=ROOT, folder=RECORDS, keys=keys, note=args.note)
     except RecordingError as err:
         print(f"records.py record: {err}", file=sys.stderr)
         return 2

@@ -241,6 +241,24 @@ def test_a_record_is_written_by_the_command_that_measured_it(checkout: Path) -> 
     assert not list(checkout.glob("*.partial"))
 
 
+def test_the_command_line_records_what_follows_the_dashes(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("tests.docs.records.ROOT", checkout)
+    monkeypatch.setattr("tests.docs.records.RECORDS", checkout)
+    script = 'print(\'{"a": 1, "b": 2}\')'
+    assert (
+        main(["record", "probe", "--keys", "b", "--note", "n", "--", sys.executable, "-c", script])
+        == 0
+    )
+    assert read_record(checkout / "probe.json").values == {"b": 2.0}
+    assert main(["record", "gone", "--", "/no/such/program"]) == 2
+    assert (
+        capsys.readouterr().err
+        == "records.py record: cannot run /no/such/program: No such file or directory\n"
+    )
+
+
 def test_a_record_refuses_uncommitted_code(checkout: Path) -> None:
     (checkout / "src/a.py").write_text("a = 2\n", encoding="utf-8")
     with pytest.raises(RecordingError, match=r"commit first: .*src/a\.py"):
@@ -252,14 +270,16 @@ def test_a_record_refuses_uncommitted_code(checkout: Path) -> None:
     ("script", "keys", "message"),
     [
         ("raise SystemExit(3)", None, "exited with 3"),
+        (None, None, "cannot run /no/such/program"),
         ("print('accuracy 0.9')", None, "printed no JSON object"),
         ('print(\'{"a": "x"}\')', None, "holds no finite number"),
         ("print('{\"a\": 1}')", ["b"], "the output has no b"),
     ],
 )
 def test_nothing_is_recorded_from_a_failed_or_numberless_run(
-    checkout: Path, script: str, keys: list[str] | None, message: str
+    checkout: Path, script: str | None, keys: list[str] | None, message: str
 ) -> None:
+    command = ["/no/such/program"] if script is None else [sys.executable, "-c", script]
     with pytest.raises(RecordingError, match=message):
-        record("probe", [sys.executable, "-c", script], root=checkout, folder=checkout, keys=keys)
+        record("probe", command, root=checkout, folder=checkout, keys=keys)
     assert not list(checkout.glob("*.json"))
