@@ -30,7 +30,7 @@ class TaskSpec:
         target_mean: regression: the training targets' mean (0 otherwise).
         target_std: regression: their standard deviation (1 otherwise).
         pretrained: the config of the BERT checkpoint the model was fine-tuned from
-            (:class:`~selfattn.pretrained.bert.BertConfig`'s fields), else ``None``.
+            (:class:`~selfattn.models.bert.BertConfig`'s fields), else ``None``.
     """
 
     task: TaskType
