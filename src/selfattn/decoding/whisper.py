@@ -14,8 +14,13 @@ ends at EOS, with selfattn's special ids. :class:`WhisperAsEncoderDecoder` makes
 * the log-probabilities are Whisper's, with its suppressed tokens at −inf (its "begin"
   ones too at the first step), as Whisper's own decoding masks them.
 
+Whisper's temperature fallback (:mod:`selfattn.pretrained.fallback`) decodes a window
+again by sampling at 0.2, 0.4, … 1.0 (:func:`fallback_searches`), each the best of five
+samples, while the transcript loops or is unsure.
+
 >>> search = whisper_search("beam", beam_size=5)
 >>> Transcriber("whisper-base", search=search)("recording.wav")
+>>> Transcriber("whisper-base", search=search, fallback=fallback_searches())("noisy.wav")
 """
 
 from __future__ import annotations
@@ -31,11 +36,12 @@ from selfattn.decoding.common import NEG_INF, DecodeResult
 from selfattn.decoding.greedy import greedy
 from selfattn.decoding.sampling import check_sampling, sample
 from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqOutput
+from selfattn.pretrained.fallback import fallback_temperatures
 from selfattn.pretrained.transcribe import Decoded, SearchFn
 from selfattn.pretrained.whisper import WhisperModel
 from selfattn.specials import BOS_ID, EOS_ID, PAD_ID
 
-__all__ = ["WhisperAsEncoderDecoder", "WhisperState", "whisper_search"]
+__all__ = ["WhisperAsEncoderDecoder", "WhisperState", "fallback_searches", "whisper_search"]
 
 
 class WhisperState:
@@ -157,14 +163,14 @@ class WhisperAsEncoderDecoder:
 
 
 def _decoded(
-    adapter: WhisperAsEncoderDecoder, result: DecodeResult, no_speech_id: int | None
+    adapter: WhisperAsEncoderDecoder, result: DecodeResult, no_speech_id: int | None, row: int = 0
 ) -> Decoded:
-    """Example 0 of ``result`` in Whisper's ids."""
-    ids = [int(adapter.to_whisper[i]) for i in result.tokens[0]]
+    """Row ``row`` of ``result`` in Whisper's ids."""
+    ids = [int(adapter.to_whisper[i]) for i in result.tokens[row]]
     no_speech = 0.0
     if no_speech_id is not None and adapter.no_speech is not None:
-        no_speech = float(adapter.no_speech[0, no_speech_id])
-    return Decoded(ids, float(result.log_prob[0]) / (len(ids) + 1), no_speech)
+        no_speech = float(adapter.no_speech[row, no_speech_id])
+    return Decoded(ids, float(result.log_prob[row]) / (len(ids) + 1), no_speech)
 
 
 def whisper_search(
@@ -176,6 +182,7 @@ def whisper_search(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int = 0,
+    best_of: int = 1,
 ) -> SearchFn:
     """A search for :class:`~selfattn.pretrained.transcribe.Transcriber`: selfattn's
     greedy decoding, beam search or sampling over a Whisper model.
@@ -186,6 +193,8 @@ def whisper_search(
         length_penalty: α of beam search's GNMT length penalty (0: the plain sum).
         temperature, top_k, top_p: sampling's reshaping of each step's distribution.
         seed: sampling's generator seed (the same seed, the same transcript).
+        best_of: sampling draws this many transcripts (one batch) and keeps the one of
+            highest mean log-probability (openai-whisper's ``best_of``).
 
     Raises:
         ValueError: an unknown method or a bad option (one line).
@@ -196,6 +205,8 @@ def whisper_search(
         check_beam(beam_size, 0)
     if method == "sample":
         check_sampling(temperature, top_k, top_p)
+    if isinstance(best_of, bool) or not isinstance(best_of, int) or best_of < 1:
+        raise ValueError(f"best_of must be an integer >= 1, got {best_of!r}")
     sampling: dict[str, Any] = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
 
     @torch.no_grad()
@@ -216,9 +227,28 @@ def whisper_search(
             )
         elif method == "sample":
             generator = torch.Generator().manual_seed(seed)
-            result = sample(decoder, encoded, max_len=max_len, generator=generator, **sampling)
+            rows = encoded.index_select(torch.zeros(best_of, dtype=torch.long))
+            result = sample(decoder, rows, max_len=max_len, generator=generator, **sampling)
+            drawn = [_decoded(adapter, result, no_speech_id, row) for row in range(best_of)]
+            return max(drawn, key=lambda decoded: decoded.mean_log_prob)
         else:
             result = greedy(decoder, encoded, max_len=max_len)
         return _decoded(adapter, result, no_speech_id)
 
     return search
+
+
+def fallback_searches(
+    step: float = 0.2, *, best_of: int = 5, seed: int = 0
+) -> list[tuple[float, SearchFn]]:
+    """Whisper's temperature fallback for :class:`~selfattn.pretrained.transcribe.Transcriber`:
+    sampling at ``step``, 2·``step``, … 1.0, each keeping the best of ``best_of`` draws
+    (openai-whisper: step 0.2, best of 5).
+
+    Raises:
+        ValueError: ``step`` outside (0, 1], ``best_of`` < 1 (one line).
+    """
+    return [
+        (t, whisper_search("sample", temperature=t, seed=seed, best_of=best_of))
+        for t in fallback_temperatures(step)
+    ]
