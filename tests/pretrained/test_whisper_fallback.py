@@ -21,7 +21,7 @@ from selfattn.pretrained.fallback import (
     compression_ratio,
     fallback_temperatures,
 )
-from selfattn.pretrained.transcribe import SearchFn, Transcriber, greedy_tokens
+from selfattn.pretrained.transcribe import SearchFn, Transcriber, greedy_tokens, word_error_rate
 from selfattn.pretrained.whisper import WhisperModel, load_whisper
 
 from .whisper_fixtures import TINY, librivox, tiny_folder, whisper_folder
@@ -196,11 +196,11 @@ def test_whisper_base_passes_at_temperature_zero_on_a_real_recording(
 ) -> None:
     from selfattn.data.readers.audio import read_wav
 
-    wav, _ = next(iter(librivox.values()))
+    wav, reference = next(iter(librivox.values()))
     samples, _ = read_wav(wav, sample_rate=16000)
     transcriber = Transcriber(whisper_folder, encoder_seconds=15, fallback=fallback_searches())
     attempts = transcriber.attempts(samples)
     assert len(attempts) == 1  # confident and not a loop: no sampling
     kept = attempts[0]
-    assert kept.text == "He was not an ill-disposed young man."
     assert kept.decoded.mean_log_prob > -1.0 and compression_ratio(kept.text) < 2.4
+    assert word_error_rate([kept.text], [reference]) <= 0.1
