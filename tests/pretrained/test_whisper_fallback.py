@@ -124,6 +124,25 @@ def test_the_tiny_whisper_falls_back_through_selfattns_sampling(tiny_folder: Pat
     assert [a.decoded for a in transcriber.attempts(samples)] == [a.decoded for a in attempts]
 
 
+def test_the_mean_log_prob_is_whispers_over_the_tokens_it_may_emit(tiny_folder: Path) -> None:
+    """Greedy decoding and the searches measure it alike, renormalised over the tokens not
+    suppressed (as openai-whisper and transformers do): above the whole vocabulary's."""
+    model = load_whisper(tiny_folder)
+    features = torch.randn(TINY["num_mel_bins"], 24, generator=torch.Generator().manual_seed(2))
+    greedy = greedy_tokens(model, features, PREFIX)
+    for method in ("greedy", "beam"):
+        found = whisper_search(method, beam_size=1)(model, features, PREFIX, None)
+        assert found.ids == greedy.ids
+        assert found.mean_log_prob == pytest.approx(greedy.mean_log_prob, abs=1e-5)
+    with torch.no_grad():
+        logits = model.decoder(torch.tensor([PREFIX + greedy.ids]), model.encoder(features[None]))
+    ended = len(greedy.ids) < TINY["max_target_positions"] - len(PREFIX)
+    targets = torch.tensor([*greedy.ids, TINY["eos_token_id"]][: len(greedy.ids) + ended])
+    whole = logits[0, len(PREFIX) - 1 :].log_softmax(-1)[: len(targets)]
+    mean = float(whole.gather(1, targets[:, None]).sum()) / (len(greedy.ids) + 1)
+    assert greedy.mean_log_prob > mean + 1e-3
+
+
 def test_sampling_keeps_the_best_of_its_draws(tiny_folder: Path) -> None:
     model: WhisperModel = load_whisper(tiny_folder)
     features = torch.randn(TINY["num_mel_bins"], 24, generator=torch.Generator().manual_seed(4))
@@ -139,7 +158,11 @@ def test_sampling_keeps_the_best_of_its_draws(tiny_folder: Path) -> None:
             temperature=2.0,
             generator=generator,
         )
-    means = [float(drawn.log_prob[r]) / (len(drawn.tokens[r]) + 1) for r in range(4)]
+    ids = [[int(adapter.to_whisper[i]) for i in row] for row in drawn.tokens]
+    means = [
+        adapter.mean_log_prob(row, rows.memory[:1], finished=bool(drawn.finished[r]))
+        for r, row in enumerate(ids)
+    ]
     assert len(set(means)) > 1  # the draws differ
     assert best.mean_log_prob == pytest.approx(max(means))
 

@@ -161,16 +161,43 @@ class WhisperAsEncoderDecoder:
         log_probs = log_probs.masked_fill(banned, NEG_INF)
         return Seq2SeqOutput(log_probs=log_probs[..., self.to_whisper])
 
+    def mean_log_prob(self, ids: list[int], memory: Tensor, *, finished: bool = True) -> float:
+        """The mean log-probability of Whisper's ``ids`` and ``<|endoftext|>`` after the
+        prefix, each step's distribution renormalised over the tokens it may emit (as
+        openai-whisper and transformers measure it for the fallback and the no-speech
+        rule; the searches rank by the unrenormalised ones, as transformers' beam does).
+
+        Args:
+            ids: the emitted ids (Whisper's), ``<|endoftext|>`` not included.
+            memory: ``(1, S, E)`` the recording's encoder states.
+            finished: ``<|endoftext|>`` was emitted (False: cut at the decoder's last
+                position; its log-probability is then not counted, the divisor stays).
+        """
+        first = len(self.prefix) - 1  # the position that emits the first token
+        logits = self.model.decoder(torch.tensor([self.prefix + ids]), memory)[0, first:]
+        banned = self._suppress.expand(logits.shape[0], -1).clone()
+        banned[0] = self._first
+        log_probs = logits.masked_fill(banned, NEG_INF).log_softmax(-1)
+        targets = torch.tensor([*ids, self.model.config.eot_id][: len(ids) + finished])
+        chosen = log_probs[: targets.shape[0]].gather(1, targets[:, None])
+        return float(chosen.sum()) / (len(ids) + 1)
+
 
 def _decoded(
-    adapter: WhisperAsEncoderDecoder, result: DecodeResult, no_speech_id: int | None, row: int = 0
+    adapter: WhisperAsEncoderDecoder,
+    result: DecodeResult,
+    encoded: EncodedSource,
+    no_speech_id: int | None,
+    row: int = 0,
 ) -> Decoded:
-    """Row ``row`` of ``result`` in Whisper's ids."""
+    """Row ``row`` of ``result`` in Whisper's ids, with Whisper's measure of its mean
+    log-probability (:meth:`WhisperAsEncoderDecoder.mean_log_prob`)."""
     ids = [int(adapter.to_whisper[i]) for i in result.tokens[row]]
     no_speech = 0.0
     if no_speech_id is not None and adapter.no_speech is not None:
         no_speech = float(adapter.no_speech[row, no_speech_id])
-    return Decoded(ids, float(result.log_prob[row]) / (len(ids) + 1), no_speech)
+    memory, finished = encoded.memory[row : row + 1], bool(result.finished[row])
+    return Decoded(ids, adapter.mean_log_prob(ids, memory, finished=finished), no_speech)
 
 
 def whisper_search(
@@ -194,7 +221,8 @@ def whisper_search(
         temperature, top_k, top_p: sampling's reshaping of each step's distribution.
         seed: sampling's generator seed (the same seed, the same transcript).
         best_of: sampling draws this many transcripts (one batch) and keeps the one of
-            highest mean log-probability (openai-whisper's ``best_of``).
+            highest mean log-probability (openai-whisper's ``best_of``; Whisper's measure,
+            :meth:`WhisperAsEncoderDecoder.mean_log_prob`).
 
     Raises:
         ValueError: an unknown method or a bad option (one line).
@@ -229,11 +257,11 @@ def whisper_search(
             generator = torch.Generator().manual_seed(seed)
             rows = encoded.index_select(torch.zeros(best_of, dtype=torch.long))
             result = sample(decoder, rows, max_len=max_len, generator=generator, **sampling)
-            drawn = [_decoded(adapter, result, no_speech_id, row) for row in range(best_of)]
+            drawn = [_decoded(adapter, result, rows, no_speech_id, r) for r in range(best_of)]
             return max(drawn, key=lambda decoded: decoded.mean_log_prob)
         else:
             result = greedy(decoder, encoded, max_len=max_len)
-        return _decoded(adapter, result, no_speech_id)
+        return _decoded(adapter, result, encoded, no_speech_id)
 
     return search
 

@@ -52,8 +52,9 @@ class Decoded:
 
     Attributes:
         ids: the emitted ids, ``<|endoftext|>`` not included.
-        mean_log_prob: the mean log-probability of the emitted ids and ``<|endoftext|>``
-            (the model's own, before any temperature).
+        mean_log_prob: the mean log-probability of the emitted ids and ``<|endoftext|>``,
+            each step's distribution renormalised over the tokens it may emit there
+            (openai-whisper's and transformers' measure; before any temperature).
         no_speech: the probability of ``<|nocaptions|>`` after ``<|startoftranscript|>``
             (0.0 when the vocabulary has none).
     """

@@ -185,8 +185,10 @@ def greedy_tokens(
     emitted: list[int] = []
     log_prob = 0.0
     for step in range(max_new_tokens):
-        token = int(logits.masked_fill(first if step == 0 else suppress, float("-inf")).argmax())
-        log_prob += float(logits.log_softmax(-1)[token])
+        # Renormalised over the tokens it may emit, as Whisper measures the log-probability.
+        allowed = logits.masked_fill(first if step == 0 else suppress, float("-inf"))
+        token = int(allowed.argmax())
+        log_prob += float(allowed.log_softmax(-1)[token])
         if token == config.eot_id:
             break
         emitted.append(token)
