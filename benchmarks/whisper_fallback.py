@@ -13,6 +13,7 @@ back is comparable token for token; the transcripts after it are each one draw.
 Usage::
 
     python benchmarks/whisper_fallback.py --threads 1 --snr -5
+    python benchmarks/whisper_fallback.py --threads 1 --snr inf --no-hf   # no noise
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="whisper-base", help="a name or a Whisper folder")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--snr", type=float, default=-5.0, help="noise level, dB (default -5)")
+    parser.add_argument(
+        "--snr", type=float, default=-5.0, help="speech over noise, dB (default -5; inf: none)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="the noise's and sampling's seed")
     parser.add_argument("--no-hf", action="store_true", help="ours only (no transformers)")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """What one decoding of a Whisper window found, and Whisper's checks of it (Radford et al.
-2022, "Robust Speech Recognition via Large-Scale Weak Supervision", §4.5): the
-temperature fallback and the no-speech rule.
+2022, "Robust Speech Recognition via Large-Scale Weak Supervision", on long-form
+transcription): the temperature fallback and the no-speech rule.
 
 A decoding at temperature 0 (greedy, or beam search) can fail in two ways Whisper looks
 for: it loops, repeating a phrase (its text compresses too well: a zlib compression ratio
