@@ -61,7 +61,8 @@ def add_whisper_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Whisper's safeguard: decode at temperature 0 (greedy or --beam) and, while the "
         "transcript loops (compression ratio over R) or is unsure (mean log-probability under "
-        "L), again by sampling at 0.2, 0.4, ... 1.0; the first that passes is kept",
+        "L), again by sampling at 0.2, 0.4, ... 1.0; the first that passes is kept (default: "
+        "off, one decoding per window)",
     )
     group.add_argument(
         "--fallback-step",

@@ -14,7 +14,9 @@
 * :mod:`.whisper` — :func:`load_whisper`, Whisper's encoder and decoder on selfattn's
   stacks (equal to Hugging Face's ``WhisperForConditionalGeneration`` to 1e-4);
 * :mod:`.transcribe` — :func:`transcribe`: a recording's transcript, greedy from
-  Whisper's task prefix with the KV cache.
+  Whisper's task prefix with the KV cache;
+* :mod:`.fallback` — Whisper's checks of a decoding (loops, low confidence, no speech)
+  for its temperature fallback.
 
 Typical use::
 
