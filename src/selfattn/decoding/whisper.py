@@ -161,6 +161,7 @@ class WhisperAsEncoderDecoder:
         log_probs = log_probs.masked_fill(banned, NEG_INF)
         return Seq2SeqOutput(log_probs=log_probs[..., self.to_whisper])
 
+    @torch.no_grad()
     def mean_log_prob(self, ids: list[int], memory: Tensor, *, finished: bool = True) -> float:
         """The mean log-probability of Whisper's ``ids`` and ``<|endoftext|>`` after the
         prefix, each step's distribution renormalised over the tokens it may emit (as
