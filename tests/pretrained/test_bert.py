@@ -18,6 +18,7 @@ from selfattn.pretrained.bert import (
     BertConfig,
     BertEncoder,
     CheckpointError,
+    bert_from_folder,
     load_bert,
     parameter_map,
 )
@@ -65,7 +66,7 @@ def batch() -> dict[str, torch.Tensor]:
 
 def test_every_layer_equals_hugging_face(hf_folder: Path) -> None:
     reference = transformers.BertModel.from_pretrained(hf_folder).eval()
-    ours = BertEncoder.from_folder(hf_folder)
+    ours = bert_from_folder(hf_folder)
     assert not ours.training
     assert_hidden_states_equal(ours, reference, batch(), SIZES["num_hidden_layers"])
 
@@ -112,7 +113,7 @@ def test_real_minilm_equals_hugging_face(minilm_folder: Path) -> None:
 
 
 def test_config_maps_to_a_post_ln_gelu_stack(hf_folder: Path) -> None:
-    stack = BertEncoder.from_folder(hf_folder).encoder.config
+    stack = bert_from_folder(hf_folder).encoder.config
     assert (stack.norm_first, stack.activation, stack.layer_norm_eps) == (False, "gelu", 1e-12)
     assert stack.positional is None and stack.has_final_norm is False
     assert (stack.embed_dim, stack.num_heads, stack.ffn_dim, stack.num_layers) == (64, 4, 128, 2)
@@ -160,7 +161,7 @@ def edit_config(folder: Path, **changes: Any) -> None:
 
 def refused(folder: Path) -> str:
     with pytest.raises(CheckpointError) as caught:
-        BertEncoder.from_folder(folder)
+        bert_from_folder(folder)
     message = str(caught.value)
     assert "\n" not in message
     return message
@@ -254,7 +255,7 @@ def test_truncated_safetensors(hf_folder: Path, tmp_path: Path, keep: int) -> No
 
 def test_ids_outside_the_checkpoint_are_one_line_errors(hf_folder: Path) -> None:
     """Not an index error deep inside nn.Embedding: the id and the table's range."""
-    encoder = BertEncoder.from_folder(hf_folder)
+    encoder = bert_from_folder(hf_folder)
     vocab = encoder.embeddings.word_embeddings.num_embeddings
     ids = torch.tensor([[1, 2, vocab]])
     with pytest.raises(

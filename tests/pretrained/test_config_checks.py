@@ -14,8 +14,13 @@ from typing import Any
 
 import pytest
 
-from selfattn.pretrained.bert import BertEncoder, CheckpointError, parameter_map
-from selfattn.pretrained.bert_config import MAX_DIMENSION, BertConfig, expected_shapes
+from selfattn.pretrained.bert import BertEncoder, CheckpointError, bert_from_folder, parameter_map
+from selfattn.pretrained.bert_config import (
+    MAX_DIMENSION,
+    bert_config_from_dict,
+    bert_config_from_file,
+    expected_shapes,
+)
 from selfattn.pretrained.safetensors_header import read_shapes
 
 from ..helpers_data import edit_json
@@ -35,7 +40,7 @@ def refused(folder: Path, *words: str) -> str:
     (nothing was built; not wall time, which grows with whatever else shares the machine)."""
     start = time.process_time()
     with pytest.raises(CheckpointError) as caught:
-        BertEncoder.from_folder(folder)
+        bert_from_folder(folder)
     assert time.process_time() - start < 2.0
     message = str(caught.value)
     assert "\n" not in message and all(word in message for word in words), message
@@ -86,9 +91,9 @@ def test_a_number_that_is_not_a_size_or_rate_is_refused(
 def test_without_weights_to_compare_a_size_is_still_bounded() -> None:
     raw = json.loads(json.dumps({"model_type": "bert", "hidden_size": 8}))
     raw.update(num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)
-    BertConfig.from_dict({**raw, "vocab_size": MAX_DIMENSION})
+    bert_config_from_dict({**raw, "vocab_size": MAX_DIMENSION})
     with pytest.raises(CheckpointError, match=r"^c.json: vocab_size 16777217 is past the largest"):
-        BertConfig.from_dict({**raw, "vocab_size": MAX_DIMENSION + 1}, source="c.json")
+        bert_config_from_dict({**raw, "vocab_size": MAX_DIMENSION + 1}, source="c.json")
 
 
 def _rewrite_header(path: Path, change: dict[str, Any]) -> None:
@@ -129,7 +134,7 @@ def test_a_header_length_past_the_file_is_corrupt(folder: Path, length: int) -> 
 def test_the_header_shapes_are_the_tensors_the_model_loads(bert_folder: Path) -> None:
     """The shapes checked before building are exactly those of the built model's
     parameters, under Hugging Face's names."""
-    config = BertConfig.from_file(bert_folder / "config.json")
+    config = bert_config_from_file(bert_folder / "config.json")
     expected = {name: shape for name, (shape, _) in expected_shapes(config).items()}
     model = BertEncoder(config).state_dict()
     built = {theirs: tuple(model[ours].shape) for ours, theirs in parameter_map(2).items()}

@@ -12,7 +12,8 @@ import torch
 import transformers
 
 from selfattn.export.hf import export_hf
-from selfattn.pretrained.bert import BertConfig, BertEncoder, CheckpointError
+from selfattn.pretrained.bert import BertEncoder, CheckpointError, bert_from_folder
+from selfattn.pretrained.bert_config import bert_config_from_file
 
 from ..helpers_data import edit_json
 from ..helpers_pretrained import assert_hidden_states_equal, fetched_weights, padded_ids
@@ -54,7 +55,7 @@ def assert_layers_equal(ours: BertEncoder, reference: torch.nn.Module) -> None:
 
 def test_every_layer_equals_hugging_face(distil_folder: Path) -> None:
     reference = transformers.DistilBertModel.from_pretrained(distil_folder).eval()
-    ours = BertEncoder.from_folder(distil_folder)
+    ours = bert_from_folder(distil_folder)
     assert ours.config.model_type == "distilbert"
     assert ours.embeddings.token_type_embeddings is None
     assert_layers_equal(ours, reference)
@@ -65,19 +66,19 @@ def test_a_task_models_folder_loads_its_encoder(tmp_path: Path) -> None:
     classifier: the encoder is read, the classifier left to selfattn's own head."""
     tagger = random_distilbert(transformers.DistilBertForTokenClassification)
     tagger.save_pretrained(tmp_path)
-    ours = BertEncoder.from_folder(tmp_path)
+    ours = bert_from_folder(tmp_path)
     assert_layers_equal(ours, tagger.distilbert)
 
 
 def test_export_round_trips_through_hugging_face(distil_folder: Path, tmp_path: Path) -> None:
-    ours = BertEncoder.from_folder(distil_folder)
+    ours = bert_from_folder(distil_folder)
     export_hf(ours, tmp_path / "out", tokenizer_json=None)
     reread = transformers.DistilBertModel.from_pretrained(tmp_path / "out").eval()
     assert_layers_equal(ours, reread)
 
 
 def test_segments_are_refused_without_a_segment_table(distil_folder: Path) -> None:
-    ours = BertEncoder.from_folder(distil_folder)
+    ours = bert_from_folder(distil_folder)
     batch = inputs()
     with pytest.raises(ValueError, match="token type ids other than 0"):
         ours(**batch, token_type_ids=torch.ones_like(batch["input_ids"]))
@@ -98,7 +99,7 @@ def test_bad_configs_are_one_line(distil_folder: Path, tmp_path: Path, change, m
     shutil.copytree(distil_folder, folder)
     edit_json(folder / "config.json", **change)
     with pytest.raises(CheckpointError, match=message) as error:
-        BertConfig.from_file(folder / "config.json")
+        bert_config_from_file(folder / "config.json")
     assert "\n" not in str(error.value)
 
 
@@ -132,7 +133,7 @@ def test_real_distilbert_cased_equals_hugging_face(distilbert_cased: Path) -> No
     """The converted checkpoint (6 layers, 768 wide, cased) through selfattn's modules:
     every layer within 1e-5 of Hugging Face's DistilBertModel on the same folder."""
     batch = tokenized(distilbert_cased)
-    ours = BertEncoder.from_folder(distilbert_cased)
+    ours = bert_from_folder(distilbert_cased)
     reference = transformers.DistilBertModel.from_pretrained(distilbert_cased).eval()
     assert (ours.config.hidden_size, ours.config.num_hidden_layers) == (768, 6)
     with torch.no_grad():

@@ -19,7 +19,7 @@ from selfattn.cli.main import main
 from selfattn.config import TrainConfig, load_config, model_options
 from selfattn.data import Example
 from selfattn.models.pretrained import PretrainedTaskModel
-from selfattn.pretrained.bert import BertEncoder, load_bert
+from selfattn.pretrained.bert import bert_from_folder, load_bert
 from selfattn.pretrained.tokenizer import WordPieceTokenizer
 from selfattn.tasks import Predictor, prepare
 from selfattn.tasks.sequence import SequenceTask
@@ -41,7 +41,7 @@ def test_a_prepared_task_starts_from_the_checkpoint(fine_tuning: FineTuning) -> 
     prepared = prepare(fine_tuning.config("reviews.csv"))
     model = prepared.task.build()
     assert isinstance(model, PretrainedTaskModel)
-    reference = BertEncoder.from_folder(fine_tuning.bert)
+    reference = bert_from_folder(fine_tuning.bert)
     for name, tensor in reference.state_dict().items():
         torch.testing.assert_close(model.bert.state_dict()[name], tensor, rtol=0, atol=0)
     # The model reads the checkpoint's own wordpieces: the encoder's states are the
@@ -139,7 +139,7 @@ def test_a_linear_probe_trains_the_head_alone(fine_tuning: FineTuning) -> None:
     run(cfg, progress=False)
     trained = Predictor(cfg.run_dir).model
     assert isinstance(trained, PretrainedTaskModel)
-    start = BertEncoder.from_folder(fine_tuning.bert).state_dict()
+    start = bert_from_folder(fine_tuning.bert).state_dict()
     for name, tensor in trained.bert.state_dict().items():
         torch.testing.assert_close(tensor, start[name], rtol=0, atol=0)
     fresh = prepare(cfg).task.build()

@@ -14,8 +14,13 @@ ends at EOS, with selfattn's special ids. :class:`WhisperAsEncoderDecoder` makes
 * the log-probabilities are Whisper's, with its suppressed tokens at −inf (its "begin"
   ones too at the first step), as Whisper's own decoding masks them.
 
+Whisper's temperature fallback (:mod:`selfattn.pretrained.fallback`) decodes a window
+again by sampling at 0.2, 0.4, … 1.0 (:func:`fallback_searches`), each the best of five
+samples, while the transcript loops or is unsure.
+
 >>> search = whisper_search("beam", beam_size=5)
 >>> Transcriber("whisper-base", search=search)("recording.wav")
+>>> Transcriber("whisper-base", search=search, fallback=fallback_searches())("noisy.wav")
 """
 
 from __future__ import annotations
@@ -31,11 +36,12 @@ from selfattn.decoding.common import NEG_INF, DecodeResult
 from selfattn.decoding.greedy import greedy
 from selfattn.decoding.sampling import check_sampling, sample
 from selfattn.models.seq2seq_outputs import EncodedSource, Seq2SeqOutput
+from selfattn.pretrained.fallback import fallback_temperatures
 from selfattn.pretrained.transcribe import Decoded, SearchFn
 from selfattn.pretrained.whisper import WhisperModel
 from selfattn.specials import BOS_ID, EOS_ID, PAD_ID
 
-__all__ = ["WhisperAsEncoderDecoder", "WhisperState", "whisper_search"]
+__all__ = ["WhisperAsEncoderDecoder", "WhisperState", "fallback_searches", "whisper_search"]
 
 
 class WhisperState:
@@ -155,16 +161,44 @@ class WhisperAsEncoderDecoder:
         log_probs = log_probs.masked_fill(banned, NEG_INF)
         return Seq2SeqOutput(log_probs=log_probs[..., self.to_whisper])
 
+    @torch.no_grad()
+    def mean_log_prob(self, ids: list[int], memory: Tensor, *, finished: bool = True) -> float:
+        """The mean log-probability of Whisper's ``ids`` and ``<|endoftext|>`` after the
+        prefix, each step's distribution renormalised over the tokens it may emit (as
+        openai-whisper and transformers measure it for the fallback and the no-speech
+        rule; the searches rank by the unrenormalised ones, as transformers' beam does).
+
+        Args:
+            ids: the emitted ids (Whisper's), ``<|endoftext|>`` not included.
+            memory: ``(1, S, E)`` the recording's encoder states.
+            finished: ``<|endoftext|>`` was emitted (False: cut at the decoder's last
+                position; its log-probability is then not counted, the divisor stays).
+        """
+        first = len(self.prefix) - 1  # the position that emits the first token
+        logits = self.model.decoder(torch.tensor([self.prefix + ids]), memory)[0, first:]
+        banned = self._suppress.expand(logits.shape[0], -1).clone()
+        banned[0] = self._first
+        log_probs = logits.masked_fill(banned, NEG_INF).log_softmax(-1)
+        targets = torch.tensor([*ids, self.model.config.eot_id][: len(ids) + finished])
+        chosen = log_probs[: targets.shape[0]].gather(1, targets[:, None])
+        return float(chosen.sum()) / (len(ids) + 1)
+
 
 def _decoded(
-    adapter: WhisperAsEncoderDecoder, result: DecodeResult, no_speech_id: int | None
+    adapter: WhisperAsEncoderDecoder,
+    result: DecodeResult,
+    encoded: EncodedSource,
+    no_speech_id: int | None,
+    row: int = 0,
 ) -> Decoded:
-    """Example 0 of ``result`` in Whisper's ids."""
-    ids = [int(adapter.to_whisper[i]) for i in result.tokens[0]]
+    """Row ``row`` of ``result`` in Whisper's ids, with Whisper's measure of its mean
+    log-probability (:meth:`WhisperAsEncoderDecoder.mean_log_prob`)."""
+    ids = [int(adapter.to_whisper[i]) for i in result.tokens[row]]
     no_speech = 0.0
     if no_speech_id is not None and adapter.no_speech is not None:
-        no_speech = float(adapter.no_speech[0, no_speech_id])
-    return Decoded(ids, float(result.log_prob[0]) / (len(ids) + 1), no_speech)
+        no_speech = float(adapter.no_speech[row, no_speech_id])
+    memory, finished = encoded.memory[row : row + 1], bool(result.finished[row])
+    return Decoded(ids, adapter.mean_log_prob(ids, memory, finished=finished), no_speech)
 
 
 def whisper_search(
@@ -176,6 +210,7 @@ def whisper_search(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int = 0,
+    best_of: int = 1,
 ) -> SearchFn:
     """A search for :class:`~selfattn.pretrained.transcribe.Transcriber`: selfattn's
     greedy decoding, beam search or sampling over a Whisper model.
@@ -186,6 +221,9 @@ def whisper_search(
         length_penalty: α of beam search's GNMT length penalty (0: the plain sum).
         temperature, top_k, top_p: sampling's reshaping of each step's distribution.
         seed: sampling's generator seed (the same seed, the same transcript).
+        best_of: sampling draws this many transcripts (one batch) and keeps the one of
+            highest mean log-probability (openai-whisper's ``best_of``; Whisper's measure,
+            :meth:`WhisperAsEncoderDecoder.mean_log_prob`).
 
     Raises:
         ValueError: an unknown method or a bad option (one line).
@@ -196,6 +234,8 @@ def whisper_search(
         check_beam(beam_size, 0)
     if method == "sample":
         check_sampling(temperature, top_k, top_p)
+    if isinstance(best_of, bool) or not isinstance(best_of, int) or best_of < 1:
+        raise ValueError(f"best_of must be an integer >= 1, got {best_of!r}")
     sampling: dict[str, Any] = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
 
     @torch.no_grad()
@@ -216,9 +256,28 @@ def whisper_search(
             )
         elif method == "sample":
             generator = torch.Generator().manual_seed(seed)
-            result = sample(decoder, encoded, max_len=max_len, generator=generator, **sampling)
+            rows = encoded.index_select(torch.zeros(best_of, dtype=torch.long))
+            result = sample(decoder, rows, max_len=max_len, generator=generator, **sampling)
+            drawn = [_decoded(adapter, result, rows, no_speech_id, r) for r in range(best_of)]
+            return max(drawn, key=lambda decoded: decoded.mean_log_prob)
         else:
             result = greedy(decoder, encoded, max_len=max_len)
-        return _decoded(adapter, result, no_speech_id)
+        return _decoded(adapter, result, encoded, no_speech_id)
 
     return search
+
+
+def fallback_searches(
+    step: float = 0.2, *, best_of: int = 5, seed: int = 0
+) -> list[tuple[float, SearchFn]]:
+    """Whisper's temperature fallback for :class:`~selfattn.pretrained.transcribe.Transcriber`:
+    sampling at ``step``, 2·``step``, … 1.0, each keeping the best of ``best_of`` draws
+    (openai-whisper: step 0.2, best of 5).
+
+    Raises:
+        ValueError: ``step`` outside (0, 1], ``best_of`` < 1 (one line).
+    """
+    return [
+        (t, whisper_search("sample", temperature=t, seed=seed, best_of=best_of))
+        for t in fallback_temperatures(step)
+    ]

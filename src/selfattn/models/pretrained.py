@@ -1,5 +1,5 @@
 """A task model fine-tuned from a pretrained BERT checkpoint (``model.pretrained``): the
-checkpoint's embeddings and encoder (:class:`~selfattn.pretrained.bert.BertEncoder`), then
+checkpoint's embeddings and encoder (:class:`~selfattn.models.bert.BertEncoder`), then
 the lecture's heads.
 
 A token task reads each word at its first wordpiece (Devlin et al. 2019 §5.3), so its
@@ -25,12 +25,12 @@ from torch import Tensor, nn
 
 from selfattn.datatypes import Batch, TaskType
 from selfattn.models.architectures.transformer import TransformerOptions
+from selfattn.models.bert import BertConfig, BertEncoder
 from selfattn.models.heads import SequenceClassifier, SequenceRegressor, TokenClassifier
 from selfattn.models.label_hooks import LabelModelHooks
 from selfattn.models.layer_choices import use_layer_choices
 from selfattn.models.option_groups import toml_value
 from selfattn.models.registry import unset
-from selfattn.pretrained.bert import BertConfig, BertEncoder
 
 #: ``[model]`` fields the checkpoint decides, with the checkpoint's value they may repeat.
 _FROM_CHECKPOINT = {
@@ -187,19 +187,21 @@ class PretrainedTaskModel(LabelModelHooks):
         """What a linear probe freezes: everything but the head."""
         return list(self.bert.parameters())
 
-    def load_pretrained(self, folder: Any) -> None:
-        """Take the checkpoint's weights for the encoder (the head stays as initialised).
+    def load_pretrained(self, loaded: BertEncoder, source: object) -> None:
+        """Take the weights of the checkpoint ``loaded`` (read from ``source``, e.g. by
+        :func:`selfattn.pretrained.bert.bert_from_folder`) for the encoder; the head
+        stays as initialised.
 
         Raises:
-            CheckpointError: the folder's weights do not fit (one line).
+            ValueError: the checkpoint's shape is not the one this model was built for
+                (one line naming ``source``).
         """
-        loaded = BertEncoder.from_folder(folder)
         if loaded.config != replace(
             self.bert.config,
             hidden_dropout_prob=loaded.config.hidden_dropout_prob,
             attention_probs_dropout_prob=loaded.config.attention_probs_dropout_prob,
         ):
-            raise ValueError(f"{folder}: the checkpoint changed since this run was prepared")
+            raise ValueError(f"{source}: the checkpoint changed since this run was prepared")
         self.bert.load_state_dict(loaded.state_dict())
 
 

@@ -32,7 +32,7 @@ class TaskSpec:
         target_mean: regression: the training targets' mean (0 otherwise).
         target_std: regression: their standard deviation (1 otherwise).
         pretrained: the config of the BERT checkpoint the model was fine-tuned from
-            (:class:`~selfattn.pretrained.bert.BertConfig`'s fields), else ``None``.
+            (:class:`~selfattn.models.bert.BertConfig`'s fields), else ``None``.
         task_type: the registered task type that trained the model and reads it back
             (:data:`selfattn.tasks.TASKS`; a new one may share a built-in's layout).
             Left out (as in runs saved before it was stored): the built-in task type of

@@ -4,16 +4,19 @@
   archive) and :func:`pretrained_folder` (a name's cached folder, or a local folder);
 * :mod:`.tokenizer` — :class:`WordPieceTokenizer`, the checkpoint's own WordPiece
   tokenizer returning padded batches with attention masks, token types and word ids;
-* :mod:`.bert` — :class:`BertEncoder`, a BERT checkpoint's weights in selfattn's own
-  embeddings and :class:`~selfattn.models.Encoder` (every layer equal to Hugging Face's
-  ``BertModel`` to 1e-5; no ``transformers`` at run time);
+* :mod:`.bert` — :func:`load_bert`, a BERT checkpoint's config and weights read into
+  :class:`BertEncoder` (:mod:`selfattn.models.bert`: selfattn's own embeddings and
+  :class:`~selfattn.models.Encoder`; every layer equal to Hugging Face's ``BertModel`` to
+  1e-5; no ``transformers`` at run time);
 * :mod:`.ctranslate2` — a CTranslate2 model file read without CTranslate2, and
   :mod:`.ct2_whisper` — a Whisper one converted to a Hugging Face folder (how
   ``whisper-base`` is fetched);
 * :mod:`.whisper` — :func:`load_whisper`, Whisper's encoder and decoder on selfattn's
   stacks (equal to Hugging Face's ``WhisperForConditionalGeneration`` to 1e-4);
 * :mod:`.transcribe` — :func:`transcribe`: a recording's transcript, greedy from
-  Whisper's task prefix with the KV cache.
+  Whisper's task prefix with the KV cache;
+* :mod:`.fallback` — Whisper's checks of a decoding (loops, low confidence, no speech)
+  for its temperature fallback.
 
 Typical use::
 

@@ -1,4 +1,5 @@
-"""A Hugging Face BERT ``config.json`` read as :class:`BertConfig`, every number checked,
+"""A Hugging Face BERT ``config.json`` read as a :class:`~selfattn.models.bert.BertConfig`
+(:func:`bert_config_from_file`), every number checked,
 and compared with the shapes of the tensors in the ``model.safetensors`` beside it, from
 that file's header (:mod:`.safetensors_header`), before any model of it is built: a config
 that says ``vocab_size`` 2e12 is one line naming the field, not a 16 TB allocation.
@@ -9,12 +10,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from selfattn.blocks.feedforward import ActivationName
-from selfattn.models.config import StackConfig
+from selfattn.models.bert import BERT_ACTIVATIONS, BertConfig
 from selfattn.pretrained.safetensors_header import CheckpointError, read_shapes
 
 __all__ = [
@@ -26,6 +25,8 @@ __all__ = [
     "MAX_DIMENSION",
     "WEIGHTS_FILE",
     "BertConfig",
+    "bert_config_from_dict",
+    "bert_config_from_file",
     "check_layer_count",
     "check_shapes",
     "expected_shapes",
@@ -84,145 +85,85 @@ def layer_prefix(model_type: str) -> str:
     return "transformer.layer" if model_type == "distilbert" else "encoder.layer"
 
 
-# BERT's activation names with an exact counterpart in selfattn's feed-forward network
-# ("gelu" is the erf form in Hugging Face; "gelu_new" / "gelu_pytorch_tanh" are not).
-_ACTIVATIONS: dict[str, ActivationName] = {"gelu": "gelu", "relu": "relu"}
-
-
 #: The largest size a config may give any dimension (2**24; the largest BERT-family
 #: vocabularies are about 250,000 words). The weights bound it too: each size must equal
 #: its tensors' shape in the safetensors header, checked before anything is built.
 MAX_DIMENSION = 16_777_216
 
 
-@dataclass(frozen=True)
-class BertConfig:
-    """The fields of a Hugging Face BERT ``config.json`` that shape the model.
+def bert_config_from_file(path: str | Path) -> BertConfig:
+    """Read a ``config.json`` and, where the ``model.safetensors`` beside it exists,
+    compare every size with its tensors' shapes in that file's header (the tensors
+    are not read); every problem is a one-line :class:`CheckpointError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: not a BERT folder: {CONFIG_FILE} is missing")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        raise CheckpointError(f"{path}: not valid JSON ({one_line(error)})") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    weights = path.parent / WEIGHTS_FILE
+    shapes = read_shapes(weights) if weights.is_file() else None
+    return bert_config_from_dict(raw, source=path, shapes=shapes)
 
-    Attributes:
-        vocab_size: rows of the word-embedding table.
-        hidden_size: E.
-        num_hidden_layers: number of encoder blocks.
-        num_attention_heads: H.
-        intermediate_size: hidden size of the feed-forward network.
-        hidden_act: ``"gelu"`` (exact, erf) or ``"relu"``.
-        hidden_dropout_prob: dropout on embeddings and each sub-layer's output.
-        attention_probs_dropout_prob: dropout on the attention weights.
-        max_position_embeddings: rows of the position table (the longest input).
-        type_vocab_size: rows of the token-type (segment) table; 0: none (DistilBERT).
-        layer_norm_eps: ε of every layer norm (BERT: 1e-12).
-        model_type: ``"bert"`` or ``"distilbert"`` (which tensor names the weights have).
+
+def bert_config_from_dict(
+    raw: Mapping[str, Any],
+    *,
+    source: str | Path = CONFIG_FILE,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> BertConfig:
+    """The config in ``raw`` (a parsed ``config.json``); ``source`` names it in errors.
+
+    Args:
+        raw: the parsed JSON.
+        source: the file, for messages; its folder holds the weights.
+        shapes: the weights' tensor shapes by name
+            (:func:`~.safetensors_header.read_shapes`), each compared with the size
+            the config gives it (:func:`check_shapes`); ``None``: not compared.
     """
-
-    vocab_size: int
-    hidden_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    intermediate_size: int
-    hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    layer_norm_eps: float = 1e-12
-    model_type: str = "bert"
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> BertConfig:
-        """Read a ``config.json`` and, where the ``model.safetensors`` beside it exists,
-        compare every size with its tensors' shapes in that file's header (the tensors
-        are not read); every problem is a one-line :class:`CheckpointError`."""
-        path = Path(path)
-        if not path.is_file():
-            raise CheckpointError(f"{path}: not a BERT folder: {CONFIG_FILE} is missing")
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
-            raise CheckpointError(f"{path}: not valid JSON ({one_line(error)})") from None
-        if not isinstance(raw, dict):
-            raise CheckpointError(f"{path}: expected a JSON object")
-        weights = path.parent / WEIGHTS_FILE
-        shapes = read_shapes(weights) if weights.is_file() else None
-        return cls.from_dict(raw, source=path, shapes=shapes)
-
-    @classmethod
-    def from_dict(
-        cls,
-        raw: Mapping[str, Any],
-        *,
-        source: str | Path = CONFIG_FILE,
-        shapes: Mapping[str, tuple[int, ...]] | None = None,
-    ) -> BertConfig:
-        """The config in ``raw`` (a parsed ``config.json``); ``source`` names it in errors.
-
-        Args:
-            raw: the parsed JSON.
-            source: the file, for messages; its folder holds the weights.
-            shapes: the weights' tensor shapes by name
-                (:func:`~.safetensors_header.read_shapes`), each compared with the size
-                the config gives it (:func:`check_shapes`); ``None``: not compared.
-        """
-        model_type = raw.get("model_type")
-        if model_type not in BERT_MODEL_TYPES:
-            raise CheckpointError(
-                f"{source}: model_type {model_type!r} is not a BERT-family encoder; "
-                f"expected one of {sorted(BERT_MODEL_TYPES)}"
-            )
-        if model_type == "distilbert":
-            raw = distilbert_as_bert(raw, source=source)
-        position_type = raw.get("position_embedding_type", "absolute")
-        if position_type != "absolute":
-            raise CheckpointError(
-                f"{source}: position_embedding_type {position_type!r} is not supported; "
-                "only 'absolute'"
-            )
-        if raw.get("is_decoder") or raw.get("add_cross_attention"):
-            raise CheckpointError(f"{source}: a BERT decoder (is_decoder / add_cross_attention)")
-        fields = {name: raw[name] for name in cls.__dataclass_fields__ if name in raw}
-        missing = [name for name in _REQUIRED if name not in fields]
-        if missing:
-            raise CheckpointError(f"{source}: missing {', '.join(missing)}")
-        _check_numbers(fields, source)
-        config = cls(**fields)
-        if shapes is not None:  # first, so that a wrong size names the tensor it disagrees with
-            check_shapes(config, shapes, Path(source).parent)
-        too_large = [name for name in _SIZES if getattr(config, name) > MAX_DIMENSION]
-        if too_large:
-            value = getattr(config, too_large[0])
-            raise CheckpointError(
-                f"{source}: {too_large[0]} {value} is past the largest size read, {MAX_DIMENSION:,}"
-            )
-        if not isinstance(config.hidden_act, str) or config.hidden_act not in _ACTIVATIONS:
-            raise CheckpointError(
-                f"{source}: hidden_act {config.hidden_act!r} has no exact counterpart here; "
-                f"supported: {sorted(_ACTIVATIONS)}"
-            )
-        if config.hidden_size % config.num_attention_heads:
-            raise CheckpointError(
-                f"{source}: hidden_size ({config.hidden_size}) is not divisible by "
-                f"num_attention_heads ({config.num_attention_heads})"
-            )
-        return config
-
-    def stack_config(self) -> StackConfig:
-        """The selfattn stack: post-LN, exact GELU, BERT's ε, no positional encoding in the
-        stack (:class:`BertEmbeddings` adds it) and no final norm (post-LN blocks end in
-        one)."""
-        return StackConfig(
-            self.hidden_size,
-            self.num_attention_heads,
-            self.intermediate_size,
-            num_layers=self.num_hidden_layers,
-            dropout=self.hidden_dropout_prob,
-            attention_dropout=self.attention_probs_dropout_prob,
-            activation=_ACTIVATIONS[self.hidden_act],
-            norm_first=False,
-            layer_norm_eps=self.layer_norm_eps,
-            positional=None,
-            max_len=self.max_position_embeddings,
-            final_norm=False,
-            embed_dropout=self.hidden_dropout_prob,
+    model_type = raw.get("model_type")
+    if model_type not in BERT_MODEL_TYPES:
+        raise CheckpointError(
+            f"{source}: model_type {model_type!r} is not a BERT-family encoder; "
+            f"expected one of {sorted(BERT_MODEL_TYPES)}"
         )
+    if model_type == "distilbert":
+        raw = distilbert_as_bert(raw, source=source)
+    position_type = raw.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise CheckpointError(
+            f"{source}: position_embedding_type {position_type!r} is not supported; only 'absolute'"
+        )
+    if raw.get("is_decoder") or raw.get("add_cross_attention"):
+        raise CheckpointError(f"{source}: a BERT decoder (is_decoder / add_cross_attention)")
+    fields = {name: raw[name] for name in BertConfig.__dataclass_fields__ if name in raw}
+    missing = [name for name in _REQUIRED if name not in fields]
+    if missing:
+        raise CheckpointError(f"{source}: missing {', '.join(missing)}")
+    _check_numbers(fields, source)
+    config = BertConfig(**fields)
+    if shapes is not None:  # first, so that a wrong size names the tensor it disagrees with
+        check_shapes(config, shapes, Path(source).parent)
+    too_large = [name for name in _SIZES if getattr(config, name) > MAX_DIMENSION]
+    if too_large:
+        value = getattr(config, too_large[0])
+        raise CheckpointError(
+            f"{source}: {too_large[0]} {value} is past the largest size read, {MAX_DIMENSION:,}"
+        )
+    if not isinstance(config.hidden_act, str) or config.hidden_act not in BERT_ACTIVATIONS:
+        raise CheckpointError(
+            f"{source}: hidden_act {config.hidden_act!r} has no exact counterpart here; "
+            f"supported: {sorted(BERT_ACTIVATIONS)}"
+        )
+    if config.hidden_size % config.num_attention_heads:
+        raise CheckpointError(
+            f"{source}: hidden_size ({config.hidden_size}) is not divisible by "
+            f"num_attention_heads ({config.num_attention_heads})"
+        )
+    return config
 
 
 _REQUIRED = (

@@ -12,7 +12,9 @@ and the option (``chunk``) that cuts it into windows at quiet moments instead.
 A silent recording (no sample louder than :data:`SILENCE_PEAK`) has an empty transcript,
 and so has one where Whisper's own no-speech rule holds: ``<|nocaptions|>`` more probable
 than :data:`NO_SPEECH_THRESHOLD` after the start token, and the emitted tokens' mean
-log-probability below :data:`LOG_PROB_THRESHOLD` (noise).
+log-probability below :data:`LOG_PROB_THRESHOLD` (noise). With a ``fallback``, a window
+whose transcript loops or is unsure is decoded again at higher temperatures
+(:mod:`.fallback`).
 
 >>> transcribe("whisper-base", "recording.wav")
 'He was not an ill-disposed young man.'
@@ -34,6 +36,13 @@ from selfattn.attention.cache import DecoderCache
 from selfattn.data.readers.audio import read_audio
 from selfattn.pretrained.ct2_whisper import WHISPER_SPECIALS
 from selfattn.pretrained.errors import PretrainedError
+from selfattn.pretrained.fallback import (
+    LOG_PROB_THRESHOLD,
+    NO_SPEECH_THRESHOLD,
+    Attempt,
+    Decoded,
+    DecodingChecks,
+)
 from selfattn.pretrained.weights import pretrained_folder
 from selfattn.pretrained.whisper import WhisperModel, load_whisper
 from selfattn.speech.alignment import edit_distance
@@ -58,35 +67,9 @@ __all__ = [
     "word_error_rate",
 ]
 
-#: Above this probability of ``<|nocaptions|>`` after ``<|startoftranscript|>``, a window
-#: whose tokens average below :data:`LOG_PROB_THRESHOLD` holds no speech (Whisper's
-#: ``no_speech_threshold`` and ``logprob_threshold``).
-NO_SPEECH_THRESHOLD = 0.6
-LOG_PROB_THRESHOLD = -1.0
 #: A recording whose loudest sample stays below this (−60 dBFS) is silent: its transcript is
 #: empty without running the model, which on digital silence says "you" with confidence.
 SILENCE_PEAK = 1e-3
-
-
-@dataclass(frozen=True)
-class Decoded:
-    """What greedy decoding of one recording found.
-
-    Attributes:
-        ids: the emitted ids, ``<|endoftext|>`` not included.
-        mean_log_prob: the mean log-probability of the emitted ids and ``<|endoftext|>``.
-        no_speech: the probability of ``<|nocaptions|>`` after ``<|startoftranscript|>``
-            (0.0 when the vocabulary has none).
-    """
-
-    ids: list[int]
-    mean_log_prob: float
-    no_speech: float
-
-    @property
-    def is_silence(self) -> bool:
-        """Whisper's no-speech rule: probably no speech, and no confident words."""
-        return self.no_speech > NO_SPEECH_THRESHOLD and self.mean_log_prob < LOG_PROB_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -202,8 +185,10 @@ def greedy_tokens(
     emitted: list[int] = []
     log_prob = 0.0
     for step in range(max_new_tokens):
-        token = int(logits.masked_fill(first if step == 0 else suppress, float("-inf")).argmax())
-        log_prob += float(logits.log_softmax(-1)[token])
+        # Renormalised over the tokens it may emit, as Whisper measures the log-probability.
+        allowed = logits.masked_fill(first if step == 0 else suppress, float("-inf"))
+        token = int(allowed.argmax())
+        log_prob += float(allowed.log_softmax(-1)[token])
         if token == config.eot_id:
             break
         emitted.append(token)
@@ -242,6 +227,10 @@ class Transcriber:
             to it; a longer one whole) instead of Whisper's 30 s window: fewer positions,
             less time. Reading only the recording's frames makes whisper-base repeat
             itself; 15 s gave the 30 s word error rates (docs/whisper.md).
+        fallback: Whisper's temperature fallback: ``(temperature, search)`` pairs tried
+            in turn while the last decoding fails ``checks``
+            (:meth:`~.fallback.DecodingChecks.needs_fallback`); ``()``: none.
+        checks: the thresholds of the fallback and of the no-speech rule.
 
     Raises:
         PretrainedError: not a Whisper folder, a tensor missing or mis-shaped, or a
@@ -258,6 +247,8 @@ class Transcriber:
         chunk: bool = False,
         encoder_window: int | None = None,
         encoder_seconds: float | None = None,
+        fallback: Sequence[tuple[float, SearchFn]] = (),
+        checks: DecodingChecks | None = None,
     ) -> None:
         if encoder_window is not None and encoder_window < 0:
             raise ValueError(f"the encoder's window must be at least 0, got {encoder_window}")
@@ -266,6 +257,7 @@ class Transcriber:
         self.encoder_seconds = encoder_seconds
         folder = pretrained_folder(folder_or_name)
         self.search, self.chunk = search, chunk
+        self.fallback, self.checks = list(fallback), checks or DecodingChecks()
         self.folder = folder
         self.tokenizer = WhisperTokenizer.from_folder(folder)
         self.prefix = self.tokenizer.prefix(language)
@@ -325,14 +317,24 @@ class Transcriber:
             samples, n_mels=self.model.config.num_mel_bins, num_samples=num_samples
         )
 
+    def attempts(self, samples: np.ndarray) -> list[Attempt]:
+        """Every decoding of at most one window of samples: by the search, then by the
+        fallback's while the last one fails the checks; the last is the one kept."""
+        features, no_speech_id = self.features(samples), self.tokenizer.no_speech_id
+        attempts: list[Attempt] = []
+        for temperature, search in [(0.0, self.search), *self.fallback]:
+            decoded = search(self.model, features, self.prefix, no_speech_id)
+            attempts.append(Attempt(temperature, decoded, self.tokenizer.decode(decoded.ids)))
+            if not self.checks.needs_fallback(decoded, attempts[-1].text):
+                break
+        return attempts
+
     def _window(self, samples: np.ndarray) -> str:
         """The transcript of at most one window of samples."""
         if float(abs(samples).max()) < SILENCE_PEAK:
             return ""
-        decoded = self.search(
-            self.model, self.features(samples), self.prefix, self.tokenizer.no_speech_id
-        )
-        return "" if decoded.is_silence else self.tokenizer.decode(decoded.ids)
+        kept = self.attempts(samples)[-1]
+        return "" if self.checks.is_silence(kept.decoded) else kept.text
 
 
 def chunk_bounds(

@@ -5,9 +5,10 @@ encoder's positions (20 ms of audio each): where in the recording the decoder "l
 while it emits that token. Drawn tokens × positions, the heads that align trace a
 staircase from the first word's sound to the last one's.
 
-The recording is transcribed first (the transcriber's own search), then the decoder reads
-the task prefix and the transcript in one teacher-forced pass with its weights kept. Row t
-of a map is the query that emitted token t (the last one ``<|endoftext|>``).
+The recording is transcribed first (the transcriber's own search, and its temperature
+fallback if it has one), then the decoder reads the task prefix and the transcript in one
+teacher-forced pass with its weights kept. Row t of a map is the query that emitted token
+t (the last one ``<|endoftext|>``).
 
 >>> alignment = cross_attention(Transcriber("whisper-base"), "recording.wav")
 >>> alignment.maps[5].shape                      # (heads, tokens, positions)
@@ -72,8 +73,8 @@ def cross_attention(transcriber: Transcriber, wav_path: str | Path) -> CrossAtte
         raise PretrainedError(f"{wav_path}: silent, no alignment to draw")
     model, tokenizer = transcriber.model, transcriber.tokenizer
     features = transcriber.features(samples)
-    decoded = transcriber.search(model, features, transcriber.prefix, tokenizer.no_speech_id)
-    if not decoded.ids or decoded.is_silence:
+    decoded = transcriber.attempts(samples)[-1].decoded  # with its fallback, if any
+    if not decoded.ids or transcriber.checks.is_silence(decoded):
         raise PretrainedError(f"{wav_path}: no speech found, no alignment to draw")
     memory = model.encoder(features.unsqueeze(0))
     inputs = torch.tensor([transcriber.prefix + decoded.ids])

@@ -19,7 +19,8 @@ from selfattn.data.vocab import LabelVocabulary
 from selfattn.datatypes import DataError, Example
 from selfattn.models.option_groups import toml_value
 from selfattn.models.pretrained import PretrainedTaskModel, checkpoint_config
-from selfattn.pretrained.bert import CONFIG_FILE, BertConfig
+from selfattn.pretrained.bert import CONFIG_FILE, bert_from_folder
+from selfattn.pretrained.bert_config import bert_config_from_file
 from selfattn.pretrained.collate import SubwordCollator
 from selfattn.pretrained.tokenizer import WordPieceTokenizer
 from selfattn.pretrained.weights import pretrained_folder
@@ -33,7 +34,7 @@ class PretrainedText:
 
     Args:
         tokenizer: the checkpoint's WordPiece tokenizer.
-        bert: its ``config.json``, as :class:`~selfattn.pretrained.bert.BertConfig` fields.
+        bert: its ``config.json``, as :class:`~selfattn.models.bert.BertConfig` fields.
         folder: where the weights are (``None`` once restored from a run: the run holds
             the fine-tuned weights).
     """
@@ -62,7 +63,7 @@ class PretrainedText:
             )
         refuse_tokenizer_fields(config.data, name)
         folder = pretrained_folder(name)
-        bert = BertConfig.from_file(folder / CONFIG_FILE)
+        bert = bert_config_from_file(folder / CONFIG_FILE)
         tokenizer = WordPieceTokenizer.from_pretrained(
             folder, max_length=bert.max_position_embeddings
         )
@@ -99,7 +100,7 @@ class PretrainedText:
         encoder for a linear probe (``train.freeze_encoder``)."""
         assert isinstance(model, PretrainedTaskModel)
         if self.folder is not None:
-            model.load_pretrained(self.folder)
+            model.load_pretrained(bert_from_folder(self.folder), self.folder)
         if config.train.freeze_encoder:
             for parameter in model.encoder_parameters():
                 parameter.requires_grad_(False)
