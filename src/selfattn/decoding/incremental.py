@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from selfattn.attention.cache import DecoderCache
+from selfattn.decoding.lean import lean_step
 from selfattn.models.encoder_decoder import DecodingState, EncoderDecoder
 from selfattn.models.seq2seq_outputs import EncodedSource
 from selfattn.specials import BOS_ID
@@ -66,6 +68,8 @@ class IncrementalDecoder:
         # Decoder inputs at positions 0 … max_len: BOS and max_len tokens (EOS is scored,
         # never fed back).
         self.cache: DecodingState | None = model.new_cache(max_len + 1) if use_cache else None
+        # The common Transformer decoder's step without its module calls (same numbers).
+        self._lean = lean_step(model, encoded) if isinstance(self.cache, DecoderCache) else None
 
     @property
     def num_rows(self) -> int:
@@ -89,6 +93,9 @@ class IncrementalDecoder:
             if self.cache.offset != self._length:
                 raise RuntimeError("IncrementalDecoder: append() a token before the next step")
             inputs = self._inputs[:, self._length : self._length + 1]
+        if self._lean is not None:
+            assert isinstance(self.cache, DecoderCache)
+            return self._lean(inputs, self.encoded, self.cache)
         out = self.model.decode(
             inputs, self.encoded, cache=self.cache, num_extended=self.num_extended
         )
