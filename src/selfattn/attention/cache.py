@@ -188,6 +188,10 @@ class DecoderCache:
         linears: the decoder's weights (attention projections, feed-forward layers and
             the vocabulary projection), packed on first use for a step's few rows
             (:mod:`selfattn.attention.packed_linear`); every layer's caches share it.
+        group: the decoder rows come in groups of this many consecutive rows that read
+            one source (beam search's beams of one example), and the cross-attention
+            caches and ``memory_padding`` hold one row per group. Only a step that
+            attends per group writes them so (``selfattn.decoding.lean``); 1 otherwise.
     """
 
     capacity: int | None = None
@@ -196,6 +200,7 @@ class DecoderCache:
     memory_padding: Tensor | None = None
     vocab_weight: Tensor | None = field(default=None, repr=False)
     linears: PackedLinears = field(default_factory=PackedLinears, repr=False)
+    group: int = 1
 
     def layer(self, index: int) -> tuple[KVCache, KVCache]:
         """The caches of block application ``index``, created empty on first use."""
@@ -226,13 +231,16 @@ class DecoderCache:
             index: ``(B',)`` long, the rows to keep (repeated, reordered or dropped).
             memory: also move the cross-attention caches. False when every kept row reads
                 the source of the row it replaces (beams re-ranked within their example),
-                so the memory's rows are already right.
+                so the memory's rows are already right. With ``group`` > 1, ``index`` keeps
+                groups whole: the rows of new group j all come from one old group.
         """
+        # Rows of the cross-attention caches: one per group.
+        sources = index if self.group == 1 else index[:: self.group] // self.group
         for self_cache, cross_cache in self.layers:
             self_cache.reorder(index)
             if memory:
-                cross_cache.reorder(index)
+                cross_cache.reorder(sources)
             else:
                 cross_cache.reorder_alignment(index)
         if memory and self.memory_padding is not None:
-            self.memory_padding = self.memory_padding.index_select(0, index)
+            self.memory_padding = self.memory_padding.index_select(0, sources)

@@ -126,7 +126,9 @@ class _LeanDecoder:
         model = self.model
         model.check_target_in(ids, encoded, cache.offset)
         inputs = model.embed_target(ids, encoded)
-        memory_padding = cache.memory_mask(encoded.padding)
+        group = cache.group
+        padding = encoded.padding if group == 1 else encoded.padding[::group]
+        memory_padding = cache.memory_mask(padding)
         x = inputs if self.decoder.absolute is None else self.decoder.absolute(inputs, cache.offset)
         memories = encoded.memories
         for index, block in enumerate(self.blocks):
@@ -154,7 +156,9 @@ class _LeanDecoder:
         attended = _self_attention(block.self_attn, norm1(x) if pre else x, own, linears)
         x = x + attended if pre else norm1(x + attended)
         query = norm2(x) if pre else x
-        attended = _cross_attention(block.cross_attn, query, memory, memory_padding, cross, linears)
+        attended = _cross_attention(
+            block.cross_attn, query, memory, memory_padding, cross, linears, cache.group
+        )
         x = x + attended if pre else norm2(x + attended)
         ff = block.feedforward
         h = norm3(x) if pre else x
@@ -201,27 +205,34 @@ def _cross_attention(
     padding: Tensor | None,
     cache: KVCache,
     linears: PackedLinears,
+    group: int,
 ) -> Tensor:
-    """Attention from the new position to the source; its keys and values are projected
-    (and their padding zeroed) on the first step and kept."""
+    """Attention from the new positions ``x`` ``(R, 1, E)`` to the source.
+
+    The source's keys and values are projected on the first step (their padding zeroed)
+    and kept, one row per ``group`` consecutive decoder rows (beam search's beams of one
+    example): a group's rows attend together, as ``group`` queries of one source, so the
+    source's keys and values are stored and read once per example, not once per beam.
+    """
     heads, kv_heads, dim = attention.num_heads, attention.num_kv_heads, attention.head_dim
-    q = linears(attention.q_proj, x)
+    rows = x.shape[0]
+    q = linears(attention.q_proj, x)  # (R, 1, H·D)
     if cache.key is None:
-        k = _heads(attention.k_proj(memory), kv_heads, dim)
-        v = _heads(attention.v_proj(memory), kv_heads, dim)
+        source = memory if group == 1 else memory[::group]
+        k = _heads(attention.k_proj(source), kv_heads, dim)
+        v = _heads(attention.v_proj(source), kv_heads, dim)
+        if padding is not None:
+            k, v = zero_padding(k, padding), zero_padding(v, padding)
         cache.append(k, v)
     assert cache.key is not None and cache.value is not None
-    keys, values, mask = cache.key, cache.value, None
-    if padding is not None:
-        keys, values = zero_padding(keys, padding), zero_padding(values, padding)
-        mask = ~padding[:, None, None, :]
+    mask = None if padding is None else ~padding[:, None, None, :]
     out = F.scaled_dot_product_attention(
-        _heads(q, heads, dim),
-        keys,
-        values,
+        q.view(rows // group, group, heads, dim).transpose(1, 2),  # (R / g, H, g, D)
+        cache.key,
+        cache.value,
         attn_mask=mask,
         dropout_p=0.0,
         scale=1.0 / math.sqrt(dim),
         enable_gqa=heads != kv_heads,
     )
-    return linears(attention.out_proj, _merge(out))
+    return linears(attention.out_proj, out.transpose(1, 2).reshape(rows, 1, heads * dim))
