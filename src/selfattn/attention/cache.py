@@ -109,14 +109,19 @@ class KVCache:
         self.key, self.value = key_buffer.narrow(2, 0, end), value_buffer.narrow(2, 0, end)
         return self.key, self.value
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (``(B',)`` long), e.g. the surviving beams."""
+    def reorder(self, index: Tensor, moved: Tensor | None = None) -> None:
+        """Keep batch rows ``index`` (``(B',)`` long), e.g. the surviving beams.
+
+        ``moved``: the rows i with ``index[i] != i`` (:func:`moved_rows`), when the caller
+        found them once for several caches of the same rows.
+        """
         self.reorder_alignment(index)
         if self._buffers is not None:
             end = self.length
             if _in_place(self._buffers[0], index):
+                moved = moved_rows(index) if moved is None else moved
                 for buffer in self._buffers:
-                    _move_rows(buffer.narrow(2, 0, end), index)
+                    _move_rows(buffer.narrow(2, 0, end), index, moved)
             else:
                 self._buffers = (
                     _select_rows(self._buffers[0], index, end),
@@ -147,12 +152,16 @@ def _in_place(buffer: Tensor, index: Tensor) -> bool:
     return buffer.device.type == "cpu" and index.shape[0] == buffer.shape[0] and not grad
 
 
-def _move_rows(prefix: Tensor, index: Tensor) -> None:
+def moved_rows(index: Tensor) -> Tensor:
+    """``(n,)`` the rows i where ``index[i] != i``: what a reorder to ``index`` rewrites."""
+    return (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+
+
+def _move_rows(prefix: Tensor, index: Tensor, moved: Tensor) -> None:
     """Make row i of ``prefix`` ``(B, …)`` hold what row ``index[i]`` held, copying only
-    the rows that change (most beams keep their own history: 71–85 % of rows in
-    ``benchmarks/kv_cache.py``'s beam search); the moved rows are read before any is
-    written, so a row may be both read and overwritten."""
-    moved = (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+    the ``moved`` rows, those that change (most beams keep their own history: 71–85 % of
+    rows in ``benchmarks/kv_cache.py``'s beam search); the moved rows are read before any
+    is written, so a row may be both read and overwritten."""
     if moved.numel():
         prefix.index_copy_(0, moved, prefix.index_select(0, index[moved]))
 
@@ -236,8 +245,10 @@ class DecoderCache:
         """
         # Rows of the cross-attention caches: one per group.
         sources = index if self.group == 1 else index[:: self.group] // self.group
+        # Found once for every layer (each self-attention cache holds the same rows).
+        moved = moved_rows(index) if index.device.type == "cpu" else None
         for self_cache, cross_cache in self.layers:
-            self_cache.reorder(index)
+            self_cache.reorder(index, moved)
             if memory:
                 cross_cache.reorder(sources)
             else:
