@@ -190,3 +190,29 @@ def test_banning_columns_is_banning_by_mask() -> None:
     assert torch.equal(with_scores, scores.unsqueeze(1) + plain)
     banned[1, 5] = True
     assert banned_columns(banned) is None
+
+
+@pytest.mark.parametrize(
+    "changes", [{}, {"num_kv_heads": 2, "bias": False}], ids=["heads", "grouped-query, no bias"]
+)
+def test_a_short_source_folded_into_the_projections_decodes_the_same(
+    monkeypatch: pytest.MonkeyPatch, changes: dict[str, Any]
+) -> None:
+    """2 · examples · H · S ≤ E (here 2 · 2 · 4 · 2 = 32): the cross-attention's keys and
+    values are kept multiplied into its query and output projections."""
+    model = _model(**changes)
+    encoded, _ = encoded_batch(model, batch=2, length=2)  # row 0: one real token
+    with torch.no_grad():
+        state = IncrementalDecoder(model, encoded, max_len=2)
+        state.log_probs()
+    assert state.cache is not None and state.cache.layers[0][1].folded
+    runs = [
+        (greedy(model, encoded, max_len=8), beam_search(model, encoded, beam_size=3, max_len=8))
+    ]
+    _generic(monkeypatch)
+    runs.append(
+        (greedy(model, encoded, max_len=8), beam_search(model, encoded, beam_size=3, max_len=8))
+    )
+    for lean, plain in zip(*runs, strict=True):
+        assert lean.tokens == plain.tokens
+        torch.testing.assert_close(lean.step_log_probs, plain.step_log_probs, rtol=0, atol=1e-5)

@@ -44,6 +44,10 @@ class KVCache:
         linears: the decode's packed weights (:class:`PackedLinears`, shared by every cache
             of one :class:`DecoderCache`), through which the attention and the block's
             feed-forward layers project a step's rows; ``None``: plain ``nn.Linear``.
+        folded: a static cache whose ``key`` and ``value`` hold the cross-attention's keys
+            and values multiplied into its query and output projections (the lean
+            decoding step's, :mod:`selfattn.decoding.lean`): ``key`` ``(B, E + 1, H·S)``,
+            ``value`` ``(B, H·S, E)``; rows move as any cache's.
     """
 
     key: Tensor | None = None
@@ -52,6 +56,7 @@ class KVCache:
     capacity: int | None = None
     alignment: Tensor | None = None
     linears: PackedLinears | None = field(default=None, repr=False)
+    folded: bool = False
     _buffers: tuple[Tensor, Tensor] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

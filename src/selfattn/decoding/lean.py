@@ -213,18 +213,25 @@ def _cross_attention(
     and kept, one row per ``group`` consecutive decoder rows (beam search's beams of one
     example): a group's rows attend together, as ``group`` queries of one source, so the
     source's keys and values are stored and read once per example, not once per beam.
+    When that is smaller than the query and output projections' weights, they are kept
+    folded into those weights instead (:func:`_fold`).
     """
     heads, kv_heads, dim = attention.num_heads, attention.num_kv_heads, attention.head_dim
     rows = x.shape[0]
-    q = linears(attention.q_proj, x)  # (R, 1, H·D)
     if cache.key is None:
         source = memory if group == 1 else memory[::group]
         k = _heads(attention.k_proj(source), kv_heads, dim)
         v = _heads(attention.v_proj(source), kv_heads, dim)
         if padding is not None:
             k, v = zero_padding(k, padding), zero_padding(v, padding)
-        cache.append(k, v)
+        if 2 * source.shape[0] * heads * source.shape[1] <= x.shape[-1]:
+            _fold(attention, k, v, padding, cache)
+        else:
+            cache.append(k, v)
     assert cache.key is not None and cache.value is not None
+    if cache.folded:
+        return _folded_attention(attention, x, cache.key, cache.value)
+    q = linears(attention.q_proj, x)  # (R, 1, H·D)
     mask = None if padding is None else ~padding[:, None, None, :]
     out = F.scaled_dot_product_attention(
         q.view(rows // group, group, heads, dim).transpose(1, 2),  # (R / g, H, g, D)
@@ -236,3 +243,47 @@ def _cross_attention(
         enable_gqa=heads != kv_heads,
     )
     return linears(attention.out_proj, out.transpose(1, 2).reshape(rows, 1, heads * dim))
+
+
+def _fold(
+    attention: MultiHeadAttention, k: Tensor, v: Tensor, padding: Tensor | None, cache: KVCache
+) -> None:
+    """Keep the source's keys ``k`` and values ``v`` ``(G, Hk, S, D)`` multiplied into the
+    query and output projections, in ``cache`` (``folded``).
+
+    Head h's scores are ``(x Wq_hᵀ + bq_h) K_hᵀ / √D = x A_h + c_h`` with
+    ``A_h = Wq_hᵀ K_hᵀ / √D`` ``(E, S)`` and ``c_h = bq_h K_hᵀ / √D`` (−inf at padding), and
+    the output ``Σ_h p_h V_h Wo_hᵀ + bo = p B + bo``: per step two products with
+    ``(E, H·S)`` and ``(H·S, E)`` matrices instead of two with ``(E, E)`` weights, fewer
+    numbers to read while H·S < E / 2 (a short source, batch 1). The same sums,
+    associated otherwise: float rounding apart, the same attention.
+    """
+    heads, dim = attention.num_heads, attention.head_dim
+    k = k.repeat_interleave(heads // k.shape[1], dim=1)  # grouped-query: a key per head
+    v = v.repeat_interleave(heads // v.shape[1], dim=1)
+    groups, _, length, _ = k.shape
+    scale = 1.0 / math.sqrt(dim)
+    query, out = attention.q_proj, attention.out_proj
+    embed = query.in_features
+    a = torch.einsum("hde,ghsd->gehs", query.weight.view(heads, dim, embed), k) * scale
+    c = k.new_zeros(groups, 1, heads, length)
+    if query.bias is not None:
+        c = torch.einsum("hd,ghsd->ghs", query.bias.view(heads, dim), k).unsqueeze(1) * scale
+    if padding is not None:
+        c = c.masked_fill(padding[:, None, None, :], float("-inf"))
+    b = torch.einsum("ghsd,ehd->ghse", v, out.weight.view(out.out_features, heads, dim))
+    cache.key = torch.cat([a.reshape(groups, embed, -1), c.reshape(groups, 1, -1)], dim=1)
+    cache.value = b.reshape(groups, heads * length, out.out_features).contiguous()
+    cache.static = cache.folded = True
+
+
+def _folded_attention(attention: MultiHeadAttention, x: Tensor, key: Tensor, value: Tensor) -> Tensor:
+    """The cross-attention of ``x`` ``(R, 1, E)`` from the folded ``key`` ``(G, E + 1, H·S)``
+    and ``value`` ``(G, H·S, E)`` (:func:`_fold`); rows come in G groups."""
+    rows, embed = x.shape[0], x.shape[-1]
+    groups = key.shape[0]
+    scores = torch.baddbmm(key[:, embed:], x.view(groups, rows // groups, embed), key[:, :embed])
+    weights = scores.unflatten(-1, (attention.num_heads, -1)).softmax(dim=-1).flatten(2)
+    bias = attention.out_proj.bias
+    out = torch.bmm(weights, value) if bias is None else torch.baddbmm(bias, weights, value)
+    return out.view(rows, 1, -1)
