@@ -117,7 +117,9 @@ def test_beam_search_attending_per_example_finds_the_same_hypotheses(
     assert len(set(lean.lengths)) > 1
     assert lean.tokens == plain.tokens
     assert lean.nbest is not None and plain.nbest is not None
-    assert [[h.tokens for h in n] for n in lean.nbest] == [[h.tokens for h in n] for n in plain.nbest]
+    assert [[h.tokens for h in n] for n in lean.nbest] == [
+        [h.tokens for h in n] for n in plain.nbest
+    ]
     torch.testing.assert_close(lean.score, plain.score, rtol=0, atol=1e-5)
     torch.testing.assert_close(lean.step_log_probs, plain.step_log_probs, rtol=0, atol=1e-5)
 

@@ -22,8 +22,9 @@ modules are never called), autograd — takes ``model.decode``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -37,11 +38,31 @@ from selfattn.attention.packed_linear import PackedLinears
 from selfattn.blocks.decoder_block import DecoderBlock
 from selfattn.blocks.feedforward import FeedForward
 from selfattn.models.decoder import Decoder
-from selfattn.models.seq2seq import Seq2SeqTransformer
 from selfattn.models.seq2seq_outputs import EncodedSource
 
 #: ``(new ids (R, 1), sources, cache)`` → ``(R, V)`` next-token log-probabilities.
 StepFn = Callable[[Tensor, EncodedSource, DecoderCache], Tensor]
+
+
+class SteppedModel(Protocol):
+    """What the lean step reads of a model that declares ``plain_decoder_step``
+    (``Seq2SeqTransformer``): its decoder, its output kind and the ends of a step."""
+
+    decoder: Decoder
+    training: bool
+    output: str
+
+    def check_target_in(self, target_in: Tensor, encoded: EncodedSource, offset: int) -> None:
+        """Refuse decoder inputs that do not fit the batch or the model's length."""
+
+    def embed_target(self, ids: Tensor, encoded: EncodedSource) -> Tensor:
+        """Decoder input vectors ``(B, T, E)`` for output ids ``(B, T)``."""
+
+    def vocab_log_probs(self, hidden: Tensor, cache: DecoderCache | None = None) -> Tensor:
+        """``(B, T, V)`` log-probabilities of the vocabulary output."""
+
+    def modules(self) -> Iterator[nn.Module]:
+        """Every module of the model."""
 
 
 @dataclass(frozen=True)
@@ -85,25 +106,28 @@ def _plain_block(block: nn.Module) -> bool:
     )
 
 
-def _hooked(model: nn.Module) -> bool:
-    """Whether a forward hook or pre-hook would see the decoder's module calls."""
+def _hooked(modules: Iterator[nn.Module]) -> bool:
+    """Whether a forward hook or pre-hook would see the model's module calls."""
     hooks = nn.modules.module
     if hooks._global_forward_hooks or hooks._global_forward_pre_hooks:
         return True
-    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
 
 
 def lean_step(model: object, encoded: EncodedSource) -> StepFn | None:
     """The lean step for decoding ``encoded`` with ``model``, or ``None`` where only
     ``model.decode`` will do (module docstring)."""
-    if type(model) is not Seq2SeqTransformer or model.training or model.output != "vocab":
+    if not getattr(type(model), "plain_decoder_step", False):
+        return None
+    model = cast(SteppedModel, model)
+    if model.training or model.output != "vocab":
         return None
     decoder = model.decoder
     if type(decoder) is not Decoder or not all(_plain_block(b) for b in decoder.layers):
         return None
     if decoder.norm is not None and type(decoder.norm) is not nn.LayerNorm:
         return None
-    if torch.is_grad_enabled() or _hooked(model):
+    if torch.is_grad_enabled() or _hooked(model.modules()):
         return None
     if not bool((~encoded.padding).any(dim=1).all()):  # a source of padding only
         return None
@@ -113,10 +137,10 @@ def lean_step(model: object, encoded: EncodedSource) -> StepFn | None:
 class _LeanDecoder:
     """The weights and settings a step reads, gathered once per decode."""
 
-    def __init__(self, model: Seq2SeqTransformer) -> None:
+    def __init__(self, model: SteppedModel) -> None:
         decoder = model.decoder
         self.model, self.decoder = model, decoder
-        self.blocks = list(decoder.layers)
+        self.blocks = [cast(DecoderBlock, block) for block in decoder.layers]
         self.norm_first = [bool(b.config.norm_first) for b in self.blocks]
         self.norms = [tuple(_Norm.of(n) for n in (b.norm1, b.norm2, b.norm3)) for b in self.blocks]
         self.final = None if decoder.norm is None else _Norm.of(decoder.norm)
@@ -137,7 +161,7 @@ class _LeanDecoder:
         if self.final is not None:
             x = self.final(x)
         cache.offset += x.shape[1]
-        return model._output_layer(x, inputs, encoded, 0, cache).log_probs[:, -1]
+        return model.vocab_log_probs(x, cache)[:, -1]
 
     def _block(
         self,
@@ -255,7 +279,7 @@ def _fold(
     ``A_h = Wq_hᵀ K_hᵀ / √D`` ``(E, S)`` and ``c_h = bq_h K_hᵀ / √D`` (−inf at padding), and
     the output ``Σ_h p_h V_h Wo_hᵀ + bo = p B + bo``: per step two products with
     ``(E, H·S)`` and ``(H·S, E)`` matrices instead of two with ``(E, E)`` weights, fewer
-    numbers to read while H·S < E / 2 (a short source, batch 1). The same sums,
+    numbers to read while 2·G·H·S ≤ E (a short source at batch 1). The same sums,
     associated otherwise: float rounding apart, the same attention.
     """
     heads, dim = attention.num_heads, attention.head_dim
@@ -277,7 +301,9 @@ def _fold(
     cache.static = cache.folded = True
 
 
-def _folded_attention(attention: MultiHeadAttention, x: Tensor, key: Tensor, value: Tensor) -> Tensor:
+def _folded_attention(
+    attention: MultiHeadAttention, x: Tensor, key: Tensor, value: Tensor
+) -> Tensor:
     """The cross-attention of ``x`` ``(R, 1, E)`` from the folded ``key`` ``(G, E + 1, H·S)``
     and ``value`` ``(G, H·S, E)`` (:func:`_fold`); rows come in G groups."""
     rows, embed = x.shape[0], x.shape[-1]
