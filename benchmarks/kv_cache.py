@@ -34,7 +34,10 @@ the same work whatever the random weights prefer.
    source and generates ``--tokens`` (n) new tokens per sentence: HF with
    ``min_new_tokens = max_new_tokens = n`` (EOS banned throughout), ours with
    ``min_len = max_len = n - 1`` plus the EOS forced at ``max_len``, so both make n
-   decoder calls (counted with forward hooks at 8 tokens and printed) and the first n − 1
+   decoder calls (counted at 8 tokens and printed: HF's with a forward hook on its
+   decoder; ours as decoding steps, since its step runs the decoder's layers without
+   calling the modules, ``selfattn.decoding.lean``, and a hook would turn that off) and
+   the first n − 1
    tokens are compared (``same tokens in k/B``). Random weights of this kind (tied unit-
    size embeddings) tend to repeat one token, so equal tokens alone are weak evidence; the
    log-probability check is the strong one. HF's parameter count includes its two
@@ -46,7 +49,9 @@ hits both. Rows timed while other processes used the CPU are marked ``noisy``. O
 shared 2-core machine, 2 threads are the worst case: every small kernel waits for the
 thread on the busy core (measured: batch-1 cached greedy 7.3 s per sentence with 2 threads,
 0.9 s with ``--threads 1``; the full run takes ~18 min instead of ~3). Ratios survive the
-noise better than absolute times.
+noise better than absolute times. Table 3's numbers are printed once more as the last
+line, one JSON object (``{"hf": {"b1-greedy": {"ours": …, "hf": …, "ratio": …}, …}}``),
+which ``tests/docs/records.py record`` reads.
 
 Usage::
 
@@ -64,6 +69,7 @@ and the CPU-load note is left out (the host's other processes do not share the G
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -73,7 +79,13 @@ from typing import TypeVar
 import torch
 from torch import Tensor, nn
 
-from selfattn.decoding import DecodeResult, beam_search, greedy, non_autoregressive
+from selfattn.decoding import (
+    DecodeResult,
+    IncrementalDecoder,
+    beam_search,
+    greedy,
+    non_autoregressive,
+)
 from selfattn.models import StackConfig
 from selfattn.models.seq2seq import (
     BOS_ID,
@@ -354,24 +366,40 @@ def hf_calls(
 def count_decoder_calls(
     ours: Seq2SeqTransformer, theirs: nn.Module, calls: dict[str, Callable[[int], object]]
 ) -> dict[str, int]:
-    """Decoder forward calls of one ``WARMUP_TOKENS``-token call of each side."""
+    """Decoder calls of one ``WARMUP_TOKENS``-token call of each side: HF's decoder
+    forwards, and ours' decoding steps (a forward hook would make ours call the modules,
+    so it is not the path timed)."""
     counts = {"ours": 0, "hf": 0}
-    decoders = {"ours": ours.decoder, "hf": theirs.model.decoder}  # type: ignore[union-attr]
-    for side, decoder in decoders.items():
 
-        def hook(*_: object, side: str = side) -> None:
-            counts[side] += 1
+    def hook(*_: object) -> None:
+        counts["hf"] += 1
 
-        handle = decoder.register_forward_hook(hook)
-        calls[side](WARMUP_TOKENS)
-        handle.remove()
+    handle = theirs.model.decoder.register_forward_hook(hook)  # type: ignore[union-attr]
+    calls["hf"](WARMUP_TOKENS)
+    handle.remove()
+    step = IncrementalDecoder.log_probs
+
+    def counted(state: IncrementalDecoder) -> Tensor:
+        counts["ours"] += 1
+        return step(state)
+
+    IncrementalDecoder.log_probs = counted  # type: ignore[method-assign]
+    try:
+        calls["ours"](WARMUP_TOKENS)
+    finally:
+        IncrementalDecoder.log_probs = step  # type: ignore[method-assign]
     return counts
 
 
 def hf_rows(
-    ours: Seq2SeqTransformer, theirs: nn.Module, args: argparse.Namespace, batch: int
+    ours: Seq2SeqTransformer,
+    theirs: nn.Module,
+    args: argparse.Namespace,
+    batch: int,
+    values: dict[str, dict[str, float]] | None = None,
 ) -> list[str]:
-    """Table 3: new tokens/s of ours and HF ``generate``, greedy and beam, at one batch."""
+    """Table 3: new tokens/s of ours and HF ``generate``, greedy and beam, at one batch;
+    each row's numbers also go into ``values`` under ``b{batch}-{method}`` (as printed)."""
     generator = torch.Generator().manual_seed(batch)
     source = torch.randint(
         NUM_SPECIALS, args.vocab, (batch, args.hf_source_len), generator=generator
@@ -390,6 +418,12 @@ def hf_rows(
             notes.append(f"noisy: other processes used {foreign:.1f} cores")
         rate = {side: batch * args.tokens / seconds[side] for side in seconds}
         name = "greedy" if beam == 1 else f"beam {beam}"
+        if values is not None:
+            values[f"b{batch}-{name.replace(' ', '')}"] = {
+                "ours": round(rate["ours"], 1),
+                "hf": round(rate["hf"], 1),
+                "ratio": round(rate["ours"] / rate["hf"], 2),
+            }
         rows.append(
             f"{batch:>5} {name:<8} {rate['ours']:>12.1f} {rate['hf']:>10.1f} "
             f"{rate['ours'] / rate['hf']:>8.2f}  " + "; ".join(notes)
@@ -501,9 +535,12 @@ def print_hf_table(args: argparse.Namespace) -> None:
     header = f"{'batch':>5} {'method':<8} {'ours tok/s':>12} {'HF tok/s':>10} {'ours/HF':>8}  notes"
     print(header)
     print("-" * len(header))
+    values: dict[str, dict[str, float]] = {}
     for batch in args.hf_batches:
-        for row in hf_rows(ours, theirs, args, batch):
+        for row in hf_rows(ours, theirs, args, batch, values):
             print(row, flush=True)
+    # The table's numbers as the last line, for tests/docs/records.py.
+    print(json.dumps({"hf": values}))
 
 
 if __name__ == "__main__":

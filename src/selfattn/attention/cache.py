@@ -44,6 +44,10 @@ class KVCache:
         linears: the decode's packed weights (:class:`PackedLinears`, shared by every cache
             of one :class:`DecoderCache`), through which the attention and the block's
             feed-forward layers project a step's rows; ``None``: plain ``nn.Linear``.
+        folded: a static cache whose ``key`` and ``value`` hold the cross-attention's keys
+            and values multiplied into its query and output projections (the lean
+            decoding step's, :mod:`selfattn.decoding.lean`): ``key`` ``(B, E + 1, H·S)``,
+            ``value`` ``(B, H·S, E)``; rows move as any cache's.
     """
 
     key: Tensor | None = None
@@ -52,6 +56,7 @@ class KVCache:
     capacity: int | None = None
     alignment: Tensor | None = None
     linears: PackedLinears | None = field(default=None, repr=False)
+    folded: bool = False
     _buffers: tuple[Tensor, Tensor] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -109,14 +114,19 @@ class KVCache:
         self.key, self.value = key_buffer.narrow(2, 0, end), value_buffer.narrow(2, 0, end)
         return self.key, self.value
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (``(B',)`` long), e.g. the surviving beams."""
+    def reorder(self, index: Tensor, moved: Tensor | None = None) -> None:
+        """Keep batch rows ``index`` (``(B',)`` long), e.g. the surviving beams.
+
+        ``moved``: the rows i with ``index[i] != i`` (:func:`moved_rows`), when the caller
+        found them once for several caches of the same rows.
+        """
         self.reorder_alignment(index)
         if self._buffers is not None:
             end = self.length
             if _in_place(self._buffers[0], index):
+                moved = moved_rows(index) if moved is None else moved
                 for buffer in self._buffers:
-                    _move_rows(buffer.narrow(2, 0, end), index)
+                    _move_rows(buffer.narrow(2, 0, end), index, moved)
             else:
                 self._buffers = (
                     _select_rows(self._buffers[0], index, end),
@@ -147,12 +157,16 @@ def _in_place(buffer: Tensor, index: Tensor) -> bool:
     return buffer.device.type == "cpu" and index.shape[0] == buffer.shape[0] and not grad
 
 
-def _move_rows(prefix: Tensor, index: Tensor) -> None:
+def moved_rows(index: Tensor) -> Tensor:
+    """``(n,)`` the rows i where ``index[i] != i``: what a reorder to ``index`` rewrites."""
+    return (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+
+
+def _move_rows(prefix: Tensor, index: Tensor, moved: Tensor) -> None:
     """Make row i of ``prefix`` ``(B, …)`` hold what row ``index[i]`` held, copying only
-    the rows that change (most beams keep their own history: 71–85 % of rows in
-    ``benchmarks/kv_cache.py``'s beam search); the moved rows are read before any is
-    written, so a row may be both read and overwritten."""
-    moved = (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+    the ``moved`` rows, those that change (most beams keep their own history: 71–85 % of
+    rows in ``benchmarks/kv_cache.py``'s beam search); the moved rows are read before any
+    is written, so a row may be both read and overwritten."""
     if moved.numel():
         prefix.index_copy_(0, moved, prefix.index_select(0, index[moved]))
 
@@ -188,6 +202,10 @@ class DecoderCache:
         linears: the decoder's weights (attention projections, feed-forward layers and
             the vocabulary projection), packed on first use for a step's few rows
             (:mod:`selfattn.attention.packed_linear`); every layer's caches share it.
+        group: the decoder rows come in groups of this many consecutive rows that read
+            one source (beam search's beams of one example), and the cross-attention
+            caches and ``memory_padding`` hold one row per group. Only a step that
+            attends per group writes them so (``selfattn.decoding.lean``); 1 otherwise.
     """
 
     capacity: int | None = None
@@ -196,6 +214,7 @@ class DecoderCache:
     memory_padding: Tensor | None = None
     vocab_weight: Tensor | None = field(default=None, repr=False)
     linears: PackedLinears = field(default_factory=PackedLinears, repr=False)
+    group: int = 1
 
     def layer(self, index: int) -> tuple[KVCache, KVCache]:
         """The caches of block application ``index``, created empty on first use."""
@@ -226,13 +245,18 @@ class DecoderCache:
             index: ``(B',)`` long, the rows to keep (repeated, reordered or dropped).
             memory: also move the cross-attention caches. False when every kept row reads
                 the source of the row it replaces (beams re-ranked within their example),
-                so the memory's rows are already right.
+                so the memory's rows are already right. With ``group`` > 1, ``index`` keeps
+                groups whole: the rows of new group j all come from one old group.
         """
+        # Rows of the cross-attention caches: one per group.
+        sources = index if self.group == 1 else index[:: self.group] // self.group
+        # Found once for every layer (each self-attention cache holds the same rows).
+        moved = moved_rows(index) if index.device.type == "cpu" else None
         for self_cache, cross_cache in self.layers:
-            self_cache.reorder(index)
+            self_cache.reorder(index, moved)
             if memory:
-                cross_cache.reorder(index)
+                cross_cache.reorder(sources)
             else:
                 cross_cache.reorder_alignment(index)
         if memory and self.memory_padding is not None:
-            self.memory_padding = self.memory_padding.index_select(0, index)
+            self.memory_padding = self.memory_padding.index_select(0, sources)

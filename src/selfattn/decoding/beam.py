@@ -37,6 +37,7 @@ from selfattn.decoding.common import (
     NEG_INF,
     DecodeResult,
     Hypothesis,
+    banned_columns,
     banned_ids,
     check_interval,
     check_max_len,
@@ -176,6 +177,7 @@ def beam_search(
         max_len=max_len,
         num_extended=num_extended,
         use_cache=use_cache,
+        group=k,
     )
     dtype = score_dtype(encoded)
     finished = _Finished(batch, k, max_len, device, dtype)
@@ -188,6 +190,7 @@ def beam_search(
     beam_steps = torch.zeros(batch * k, max_len + 1, dtype=dtype, device=device)  # token log-probs
     banned_base: Tensor | None = None
     banned = torch.empty(0)
+    columns: Tensor | None = None  # the ids every row bans, when that is all it bans
     done = torch.zeros(batch, dtype=torch.bool, device=device)  # per live example
     interval = check_interval(device)
     for step in range(max_len + 1):
@@ -196,12 +199,19 @@ def beam_search(
         if banned_base is None:
             banned_base = banned_ids(model, encoded, vocab, num_extended)
             banned = banned_base.repeat_interleave(k, dim=0)
-        step_banned = banned
+            columns = banned_columns(banned_base)
+        step_banned = banned if columns is None else columns
         if no_repeat_ngram_size:
             step_banned = banned | repeated_ngrams(state.tokens, no_repeat_ngram_size, vocab)
-        allowed = constrain(log_probs, step_banned, step=step, min_len=min_len, max_len=max_len)
         num_live = live.numel()
-        candidates = (beam_log_prob.view(-1, 1) + allowed).view(num_live, k * vocab)
+        candidates = constrain(
+            log_probs,
+            step_banned,
+            step=step,
+            min_len=min_len,
+            max_len=max_len,
+            scores=beam_log_prob.view(-1),
+        ).view(num_live, k * vocab)
         top_score, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)  # best first
         token = top_index % vocab
         source_row = top_index // vocab + first_row.unsqueeze(1)

@@ -139,6 +139,18 @@ def banned_ids(
     return banned
 
 
+def banned_columns(banned: Tensor) -> Tensor | None:
+    """``(n,)`` the ids ``banned`` ``(R, V)`` bans in every row, when every row bans the
+    same ones (the vocabulary output: PAD and BOS), else ``None``.
+
+    :func:`constrain` fills n columns for them instead of reading an ``(R, V)`` mask: a
+    pass over the step's scores fewer (one look per decode, not per step).
+    """
+    if banned.shape[0] == 0 or not bool((banned == banned[:1]).all()):
+        return None
+    return banned[0].nonzero().squeeze(1)
+
+
 def constrain(
     log_probs: Tensor,
     banned: Tensor,
@@ -146,27 +158,38 @@ def constrain(
     step: int,
     min_len: int,
     max_len: int,
+    scores: Tensor | None = None,
 ) -> Tensor:
     """The log-probabilities a decoder may choose from at ``step`` (0-based), −inf elsewhere.
 
     Args:
         log_probs: ``(R, V)`` the model's next-token log-probabilities.
-        banned: ``(R, V)`` ids never allowed (:func:`banned_ids`, n-gram blocking).
+        banned: ``(R, V)`` ids never allowed (:func:`banned_ids`, n-gram blocking), or
+            ``(n,)`` long: ids banned in every row (:func:`banned_columns`).
         step: tokens emitted so far.
         min_len: EOS is banned while fewer tokens were emitted.
         max_len: at ``step == max_len`` only EOS is allowed (the sequence is cut).
+        scores: ``(R,)`` added to every allowed entry (beam search's hypothesis scores:
+            the result is then every extension's score), in the same pass.
 
     A row left with no finite entry (e.g. ``min_len`` asks for more tokens than a short
     pointer source with n-gram blocking can give) gets EOS back, so no row turns into NaN.
     """
+    eos_value = log_probs[:, EOS_ID] if scores is None else scores + log_probs[:, EOS_ID]
     if step >= max_len:
         out = torch.full_like(log_probs, NEG_INF)
-        out[:, EOS_ID] = log_probs[:, EOS_ID]
+        out[:, EOS_ID] = eos_value
         return out
-    out = log_probs.masked_fill(banned, NEG_INF)
+    if banned.dtype == torch.bool:
+        out = log_probs.masked_fill(banned, NEG_INF)
+        if scores is not None:
+            out.add_(scores.unsqueeze(1))
+    else:
+        out = log_probs.clone() if scores is None else log_probs + scores.unsqueeze(1)
+        out.index_fill_(1, banned, NEG_INF)
     if step < min_len:
         out[:, EOS_ID] = NEG_INF
     stuck = out.amax(dim=-1) == NEG_INF  # a where, not an if: no device sync
     eos = out[:, EOS_ID]
-    eos.copy_(torch.where(stuck, log_probs[:, EOS_ID], eos))
+    eos.copy_(torch.where(stuck, eos_value, eos))
     return out

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from selfattn.decoding.common import (
     DecodeResult,
+    banned_columns,
     banned_ids,
     check_interval,
     check_max_len,
@@ -92,12 +93,20 @@ def autoregressive(
     ended = torch.zeros(batch, dtype=torch.bool, device=device)
     live = torch.arange(batch, device=device)  # the example behind each decoder row
     banned: Tensor | None = None
+    columns: Tensor | None = None  # the ids every row bans, when that is all it bans
     interval = check_interval(device)
     for step in range(max_len + 1):
         log_probs = state.log_probs()  # (R, V)
         if banned is None:  # V is known only now (pointer: 4 + S; copy: V + extension)
             banned = banned_ids(model, encoded, log_probs.shape[-1], num_extended)
-        allowed = constrain(log_probs, banned, step=step, min_len=min_len, max_len=max_len)
+            columns = banned_columns(banned)
+        allowed = constrain(
+            log_probs,
+            banned if columns is None else columns,
+            step=step,
+            min_len=min_len,
+            max_len=max_len,
+        )
         token = choose(allowed)
         row_ids[:, step] = token
         row_log_probs[:, step] = log_probs.gather(1, token.unsqueeze(1)).squeeze(1)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from selfattn.attention.cache import DecoderCache
+from selfattn.decoding.lean import lean_step
 from selfattn.models.encoder_decoder import DecodingState, EncoderDecoder
 from selfattn.models.seq2seq_outputs import EncodedSource
 from selfattn.specials import BOS_ID
@@ -41,6 +43,9 @@ class IncrementalDecoder:
         num_extended: copy mode: the batch's out-of-vocabulary extension.
         use_cache: keep the model's decoding state (keys and values, or the recurrent
             state) between steps (True) or recompute the prefix every step.
+        group: the rows come in groups of this many consecutive rows with one source
+            (beam search's beams of one example), and every :meth:`select` keeps groups
+            whole; the lean step then attends to a source once per group.
 
     Attributes:
         encoded: the sources, kept aligned with the rows.
@@ -54,18 +59,26 @@ class IncrementalDecoder:
         max_len: int | None = None,
         num_extended: int = 0,
         use_cache: bool = True,
+        group: int = 1,
     ) -> None:
         max_len = model.max_len if max_len is None else max_len
         if not 0 <= max_len <= model.max_len:
             raise ValueError(f"max_len must be in 0…{model.max_len} (the model's), got {max_len}")
         self.model, self.encoded, self.num_extended = model, encoded, num_extended
         rows, device = encoded.memory.shape[0], encoded.memory.device
+        if group < 1 or rows % group:
+            raise ValueError(f"group must divide the {rows} rows, got {group}")
         # Column 0 holds BOS, column t + 1 the t-th appended token: the decoder's inputs.
         self._inputs = torch.full((rows, max_len + 1), BOS_ID, dtype=torch.long, device=device)
         self._length = 0
         # Decoder inputs at positions 0 … max_len: BOS and max_len tokens (EOS is scored,
         # never fed back).
         self.cache: DecodingState | None = model.new_cache(max_len + 1) if use_cache else None
+        # The common Transformer decoder's step without its module calls (same numbers).
+        self._lean = lean_step(model, encoded) if isinstance(self.cache, DecoderCache) else None
+        if self._lean is not None:
+            assert isinstance(self.cache, DecoderCache)
+            self.cache.group = group
 
     @property
     def num_rows(self) -> int:
@@ -89,6 +102,9 @@ class IncrementalDecoder:
             if self.cache.offset != self._length:
                 raise RuntimeError("IncrementalDecoder: append() a token before the next step")
             inputs = self._inputs[:, self._length : self._length + 1]
+        if self._lean is not None:
+            assert isinstance(self.cache, DecoderCache)
+            return self._lean(inputs, self.encoded, self.cache)
         out = self.model.decode(
             inputs, self.encoded, cache=self.cache, num_extended=self.num_extended
         )

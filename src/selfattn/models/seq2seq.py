@@ -114,6 +114,10 @@ class Seq2SeqTransformer(EncoderDecoderModule):
 
     #: With a length predictor (``length_predictor``) it decodes every position at once.
     non_autoregressive: ClassVar[bool] = True
+    #: A cached step is :meth:`decode`'s: :attr:`decoder`, then :meth:`vocab_log_probs`
+    #: (vocab output), so ``selfattn.decoding.lean`` may run it from the layers' weights.
+    #: A subclass whose step differs sets it False.
+    plain_decoder_step: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -320,9 +324,7 @@ class Seq2SeqTransformer(EncoderDecoderModule):
     ) -> Seq2SeqOutput:
         """Log-probabilities from the decoder's last hidden states ``(B, T, E)``."""
         if self.output == "vocab":
-            return Seq2SeqOutput(
-                F.log_softmax(score_precision(self._vocab_logits(hidden, cache)), dim=-1)
-            )
+            return Seq2SeqOutput(self.vocab_log_probs(hidden, cache))
         assert self.pointer is not None
         scores = score_precision(self.pointer(hidden, encoded.memory, encoded.padding))  # (B, T, S)
         if self.output == "pointer":
@@ -334,6 +336,11 @@ class Seq2SeqTransformer(EncoderDecoderModule):
             log_probs = F.log_softmax(torch.cat([specials, scores], dim=-1), dim=-1)
             return Seq2SeqOutput(log_probs, pointer_attention=log_probs[..., NUM_SPECIALS:].exp())
         return self._copy_output(hidden, inputs, scores, encoded, num_extended, cache)
+
+    def vocab_log_probs(self, hidden: Tensor, cache: DecoderCache | None = None) -> Tensor:
+        """``(B, T, V)`` the vocabulary output's log-probabilities for decoder states
+        ``hidden`` ``(B, T, E)`` (``cache``: a decode's, whose laid-out weights it uses)."""
+        return F.log_softmax(score_precision(self._vocab_logits(hidden, cache)), dim=-1)
 
     def _vocab_logits(self, hidden: Tensor, cache: DecoderCache | None) -> Tensor:
         """``(B, T, V)`` logits of the vocabulary projection.
