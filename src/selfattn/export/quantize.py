@@ -4,7 +4,10 @@ costs at most :data:`MAX_DROP` points of the run's main dev metric.
 The float32 export is written (and checked against PyTorch) in a scratch folder, then
 ``onnxruntime.quantization.quantize_dynamic`` stores every matrix product's weight as int8
 with one scale per tensor (activations are quantised to uint8 per call, at run time) and
-the embedding tables as uint8. Both files are then scored on the run's dev split through
+the embedding tables as uint8. Convolutions (a tagger's character CNN) stay float32:
+ONNX Runtime's ConvInteger made the pos tagger slower than float32 at batch 32
+(``benchmarks/export_latency.py --ops``), and one scale per output channel scored the
+same as one per tensor. Both files are then scored on the run's dev split through
 ONNX Runtime — the same scoring as ``selfattn eval``, with the model's forward pass
 answered by the file — and the int8 file is moved to the output path only if its score is
 close enough; otherwise nothing is written there.
@@ -30,6 +33,9 @@ from torch import Tensor, nn
 from selfattn.export.exporters import export_run, exportable_of, onnx_runner, quiet
 from selfattn.export.wrapper import Exportable
 
+#: The operators whose weights become 8-bit (not Conv: see above).
+QUANTIZED_OPS = ("MatMul", "Gemm", "Gather")
+
 #: What ``selfattn export --quantize`` accepts.
 QUANTIZATIONS = ("int8",)
 
@@ -52,9 +58,10 @@ def check_quantize(quantize: str, fmt: str) -> None:
         )
 
 
-def quantize_int8(source: Path, target: Path) -> None:
+def quantize_int8(source: Path, target: Path, ops: tuple[str, ...] = QUANTIZED_OPS) -> None:
     """ONNX Runtime's dynamic quantisation of ``source`` into ``target``: int8 weights
-    (one scale per tensor) for every matrix product, uint8 embedding tables."""
+    (one scale per tensor) for every matrix product, uint8 embedding tables
+    (``ops``: :data:`QUANTIZED_OPS`)."""
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError:
@@ -63,7 +70,12 @@ def quantize_int8(source: Path, target: Path) -> None:
     logging.disable(logging.WARNING)  # its advice to pre-process the graph, on the root log
     try:
         with quiet():
-            quantize_dynamic(source, target, weight_type=QuantType.QInt8)
+            quantize_dynamic(
+                source,
+                target,
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=list(ops),
+            )
     finally:
         logging.disable(disabled)
 
@@ -99,9 +111,11 @@ def drop(metric: str, float32: float, int8: float) -> float:
     return 100 * (float32 - int8)
 
 
-def dev_score(task: Any, model: nn.Module, exportable: Exportable, path: Path) -> dict[str, float]:
-    """The dev metrics of the ONNX file ``path`` of ``model``, scored as ``selfattn eval``
-    scores the model."""
+def onnx_score(
+    task: Any, model: nn.Module, exportable: Exportable, path: Path, split: str = "dev"
+) -> dict[str, float]:
+    """The metrics on ``split`` of the ONNX file ``path`` of ``model``, scored as
+    ``selfattn eval`` scores the model."""
     run, _ = onnx_runner(exportable, path)
     try:
         with forward_through(model, exportable, run):
@@ -110,7 +124,7 @@ def dev_score(task: Any, model: nn.Module, exportable: Exportable, path: Path) -
         raise
     except Exception as error:  # onnxruntime's errors: say its first words
         first = " ".join(str(error).split())[:300]
-        raise ValueError(f"scoring {path.name} on the dev split failed: {first}") from None
+        raise ValueError(f"scoring {path.name} on the {split} split failed: {first}") from None
 
 
 def megabytes(path: Path) -> str:
@@ -134,7 +148,7 @@ def export_int8(model: nn.Module, task: Any, max_len: int, path: Path) -> str:
         quantize_int8(float_path, int8_path)
         exportable = exportable_of(model, task)  # type: ignore[arg-type]
         scores = {
-            name: dev_score(task, model, exportable, file)
+            name: onnx_score(task, model, exportable, file)
             for name, file in (("float32", float_path), ("int8", int8_path))
         }
         metric = main_metric(scores["float32"])
