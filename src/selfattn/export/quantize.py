@@ -119,7 +119,7 @@ def onnx_score(
     run, _ = onnx_runner(exportable, path)
     try:
         with forward_through(model, exportable, run):
-            return task.score(model, "dev")
+            return task.score(model, split)
     except ValueError:
         raise
     except Exception as error:  # onnxruntime's errors: say its first words
