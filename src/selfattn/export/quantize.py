@@ -90,7 +90,7 @@ def forward_through(
     def forward(batch: Any) -> Tensor:
         return run(*exportable.graph_inputs(batch))
 
-    model.forward = forward  # type: ignore[method-assign]
+    model.forward = forward
     try:
         yield
     finally:
