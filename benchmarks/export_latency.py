@@ -64,6 +64,11 @@ def main() -> None:
         help="with --int8: the ONNX operators whose weights are quantised (default: what "
         "selfattn export --quantize int8 quantises)",
     )
+    parser.add_argument(
+        "--per-tensor",
+        action="store_true",
+        help="with --int8: one scale per weight tensor instead of export's one per channel",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     predictor = Predictor(args.run)
@@ -77,8 +82,10 @@ def main() -> None:
             "onnx": onnx_runner(exportable, path)[0],
         }
         if args.int8:
-            quantize_int8(path, Path(folder) / "int8.onnx", tuple(args.ops.split(",")))
-            print(f"int8: weights of {args.ops} quantised")
+            ops, per_channel = tuple(args.ops.split(",")), not args.per_tensor
+            quantize_int8(path, Path(folder) / "int8.onnx", ops, per_channel=per_channel)
+            scales = "tensor" if args.per_tensor else "output channel"
+            print(f"int8: weights of {args.ops} quantised, one scale per {scales}")
             sides["int8"] = onnx_runner(exportable, Path(folder) / "int8.onnx")[0]
         print(f"{args.run}: {args.threads} thread(s), median of {args.repeats} calls")
         extra = "  int8 ms  int8 / onnx" if args.int8 else ""
