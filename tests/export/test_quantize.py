@@ -46,13 +46,16 @@ def test_int8_export_has_int8_weights_close_outputs_and_says_so(
     assert 100 * (float32 - int8) <= quantize.MAX_DROP
     assert float(match["mb"]) < float(match["float_mb"])
 
-    # Every matrix product's weight is stored as int8; no float matrix is left to multiply.
+    # Every matrix product's weight is stored as int8, one scale per output channel; no
+    # float matrix is left to multiply.
     graph = onnx.load(out).graph
     weights = {init.name: init for init in graph.initializer}
     products = [node for node in graph.node if node.op_type == "MatMulInteger"]
     assert products
-    for node in products:
-        assert weights[node.input[1]].data_type == onnx.TensorProto.INT8, node.input[1]
+    for node in products:  # (in, out) int8 weights, a zero point (and scale) per column
+        weight = weights[node.input[1]]
+        assert weight.data_type == onnx.TensorProto.INT8, node.input[1]
+        assert list(weights[node.input[3]].dims) == [weight.dims[1]], node.input[3]
     for node in graph.node:
         if node.op_type in ("MatMul", "Gemm"):
             floats = [weights[name] for name in node.input if name in weights]
