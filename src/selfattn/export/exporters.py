@@ -77,7 +77,7 @@ def refusal(model: nn.Module, task_name: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet() -> Iterator[None]:
     """The exporters' progress lines, warnings and log messages kept off the terminal: the
     command's output is its one summary line."""
     logger = logging.getLogger("torch.onnx")
@@ -134,14 +134,14 @@ def export_file(
     generator = torch.Generator().manual_seed(0)
     example = exportable.example_inputs(2, min(max(lengths[0], 9), lengths[1]), generator=generator)
     shapes = dynamic_shapes(exportable, lengths)
-    with torch.no_grad(), _quiet():
+    with torch.no_grad(), quiet():
         if fmt == "torch-export":
             program = torch.export.export(exportable.module, example, dynamic_shapes=shapes)
             torch.export.save(program, path)
         else:
             onnx_export(exportable, example, shapes, path)
     if fmt == "torch-export":
-        with _quiet():
+        with quiet():
             loaded = torch.export.load(path).module()
         return (lambda *inputs: loaded(*inputs)), {}
     return onnx_runner(exportable, path)
@@ -238,6 +238,7 @@ def sidecar(
     info: dict[str, Any] = {
         "format": fmt,
         "file": path.name,
+        "weights": "float32",
         **facts,
         "task": task.name,
         "inputs": [
@@ -287,6 +288,12 @@ def sidecar(
     return info
 
 
+def exportable_of(model: TaskModel | PretrainedTaskModel, task: Any) -> Exportable:
+    """:func:`wrap` of a loaded run's ``model``, its words as long as ``task`` cuts them."""
+    chars = getattr(task, "chars", None)
+    return wrap(model, word_length=chars.max_word_len if chars is not None else 16)
+
+
 def export_run(model: nn.Module, task: Any, max_len: int, fmt: str, path: Path) -> str:
     """Export a loaded run's ``model`` as ``fmt`` to ``path``, verify it, write
     ``PATH.json``; returns the one-line summary.
@@ -298,13 +305,12 @@ def export_run(model: nn.Module, task: Any, max_len: int, fmt: str, path: Path) 
     why = refusal(model, task.name)
     if why:
         raise ValueError(why)
-    chars = getattr(task, "chars", None)
     if not isinstance(model, TaskModel | PretrainedTaskModel):
         raise ValueError(
             f"a {type(model).__name__} cannot be exported as {fmt}: only selfattn's task "
             "models (embedding, encoder, head) are"
         )
-    exportable = wrap(model, word_length=chars.max_word_len if chars is not None else 16)
+    exportable = exportable_of(model, task)
     lengths = length_range(exportable, max_len, model)
     try:
         run, facts = export_file(exportable, fmt, path, lengths)

@@ -152,6 +152,25 @@ class Exportable:
                 values.append(torch.randn(shape, generator=generator))
         return tuple(values)
 
+    def graph_inputs(self, batch: Batch) -> tuple[Tensor, ...]:
+        """A collated ``batch``'s tensors in this graph's argument order (what the model
+        reads from it, so the graph's output is the model's on that batch)."""
+        values = {
+            "padding_mask": batch.key_padding_mask,
+            "token_ids": batch.token_ids,
+            "char_ids": batch.char_ids,
+            "features": batch.features,
+        }
+        if batch.subwords is not None:
+            values |= {
+                "input_ids": batch.subwords.input_ids,
+                "attention_mask": batch.subwords.attention_mask,
+                "first": batch.subwords.first,
+            }
+        found = tuple(values[spec.name] for spec in self.inputs)
+        assert all(value is not None for value in found), "the batch has the graph's inputs"
+        return found  # type: ignore[return-value]
+
     def _id_bound(self, name: str) -> int:
         bound = self.spec.char_vocab_size if name == "char_ids" else self.spec.vocab_size
         assert bound is not None
