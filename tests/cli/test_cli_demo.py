@@ -131,7 +131,7 @@ def test_ctrl_c_stops_every_worker(tmp_path: Path) -> None:
         time.sleep(0.05)
     pids = worker_pids(logs).values()
     os.killpg(demo.pid, signal.SIGINT)  # as a terminal does: to every process of the job
-    out, err = demo.communicate(timeout=60)
+    _, err = demo.communicate(timeout=60)
     assert demo.returncode == 130, err
     assert err.strip().splitlines() == ["selfattn demo: interrupted"], err
     assert not [pid for pid in pids if running(pid)]

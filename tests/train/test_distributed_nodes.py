@@ -19,7 +19,7 @@ import pytest
 from selfattn.train.checkpoint import MANIFEST, load_checkpoint
 
 from ..tiny_runs import train_config, write_reviews, write_tiny_config
-from .test_distributed import assert_same_weights, losses
+from .test_distributed import assert_same_weights, children, losses, wait_until_gone
 
 #: The guide's command (docs/guide.md), run on each machine; the test puts in torchrun's
 #: path, 127.0.0.1 and a free port, and the config.
@@ -68,29 +68,6 @@ def two_machines(config: Path, name: str, *extra: str) -> list[subprocess.Popen[
     return [launcher(config, port, folder / f"{name}-{node}.log", *extra) for node in (0, 1)]
 
 
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry))
-    return found
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` is alive (a zombie, left for a parent to reap, is not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def log_of(config: Path, name: str) -> str:
     return "\n".join(
         (config.parent / f"{name}-{node}.log").read_text(errors="replace")[-3000:]
@@ -135,22 +112,19 @@ def check_killed_and_resumed(
     metrics = run_dir / "metrics.jsonl"
     # Killed once a whole epoch of the two is logged (and a checkpoint saved).
     while not (metrics.is_file() and metrics.read_text().strip()):
-        assert time.monotonic() < deadline and all(node.poll() is None for node in nodes), (
-            log_of(config, "killed")
+        assert time.monotonic() < deadline and all(node.poll() is None for node in nodes), log_of(
+            config, "killed"
         )
         time.sleep(0.02)
     killed, other = nodes[1], nodes[0]
     ranks = children(killed.pid)
     assert ranks, log_of(config, "killed")
-    os.killpg(killed.pid, signal.SIGKILL)  # the launcher alone: its ranks have sessions of their own
+    os.killpg(killed.pid, signal.SIGKILL)  # the launcher alone: its ranks have own sessions
     killed.wait()
     # The other machine's launcher fails, in bounded time, and the killed one's ranks leave
     # (they would otherwise train on, writing into run_dir beside the resumed run).
     assert other.wait(timeout=BOUND) != 0, log_of(config, "killed")
-    end = time.monotonic() + BOUND
-    while [rank for rank in ranks if running(rank)]:
-        assert time.monotonic() < end, "the killed launcher's ranks are still running"
-        time.sleep(0.05)
+    wait_until_gone(ranks, BOUND)
     state = load_checkpoint(run_dir / "last").state
     assert state["step"] < EPOCHS * STEPS, "the run ended before it was killed"
 

@@ -77,9 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also fine-tune a pretrained checkpoint's tagger with this config (e.g. "
         "configs/pos_wsj_minilm.toml: all-MiniLM-L6-v2, fetched on first use) and list it",
     )
-    parser.add_argument(
-        "--no-progress", action="store_true", help="no line as each model finishes"
-    )
+    parser.add_argument("--no-progress", action="store_true", help="no line as each model finishes")
 
 
 @dataclass(frozen=True)
@@ -255,18 +253,21 @@ def _worker(connection: Connection, logs: Path) -> None:
     """A worker: train each job it is sent at one thread, its output into its log."""
     torch.set_num_threads(1)
     while (job := connection.recv()) is not None:
-        with open(logs / f"{job.name}.log", "w", encoding="utf-8") as log:
-            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                try:
-                    result = _train(job)
-                except KeyboardInterrupt:  # SIGTERM from the parent: stop
-                    return
-                except Exception as error:
-                    traceback.print_exc()
-                    status = 2 if isinstance(error, ValueError | OSError) else 1
-                    kind = "" if status == 2 else f"{type(error).__name__}: "
-                    line = (str(error).strip().splitlines() or [""])[0]
-                    result = Trained(job.name, error=kind + line, status=status)
+        with (
+            open(logs / f"{job.name}.log", "w", encoding="utf-8") as log,
+            contextlib.redirect_stdout(log),
+            contextlib.redirect_stderr(log),
+        ):
+            try:
+                result = _train(job)
+            except KeyboardInterrupt:  # SIGTERM from the parent: stop
+                return
+            except Exception as error:
+                traceback.print_exc()
+                status = 2 if isinstance(error, ValueError | OSError) else 1
+                kind = "" if status == 2 else f"{type(error).__name__}: "
+                line = (str(error).strip().splitlines() or [""])[0]
+                result = Trained(job.name, error=kind + line, status=status)
         connection.send(result)
 
 

@@ -211,12 +211,9 @@ class Distributed:
         written its files); a failing rank (``wait`` false) leaves it as it is."""
         if self.size == 1 or not dist.is_initialized():
             return
-        if not wait:
-            # Its process ends next (``python -m selfattn`` skips the interpreter's
-            # shutdown), which closes its connections: the other ranks fail at once.
-            # Ended here, the group would die later, when the exception's traceback
-            # lets DDP's reducer go, holding the GIL while it waits for gloo's worker
-            # thread, which may need the GIL to drop its last collective's tensors.
+        if not wait:  # its process ends next, which fails the other ranks at once
+            # Ended here, the group would die when the traceback lets DDP's reducer go:
+            # holding the GIL, waiting for gloo's thread, which may need the GIL.
             return
         dist.barrier()
         # The group must end here, not while the interpreter shuts down: torn down
@@ -418,13 +415,10 @@ def inside_torchrun(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def stop_with_launcher() -> None:
-    """Have Linux send this torchrun rank SIGTERM when its launcher (the parent) dies.
-
-    torchrun starts each rank in a session of its own: a launcher killed outright
-    (SIGKILL, the out-of-memory killer) took none with it, and they trained on, writing
-    into the run folder beside a resumed run. On SIGTERM a rank stops as on Ctrl-C (every
-    rank after the same step, the first saving ``last``); the other launchers then fail.
-    """
+    """Have Linux send this torchrun rank SIGTERM when its launcher (the parent) dies:
+    torchrun gives each rank a session of its own, so a launcher killed outright took none
+    with it and they trained on beside a resumed run. On SIGTERM a rank stops as on Ctrl-C
+    (every rank after the same step, the first saving ``last``)."""
     if not sys.platform.startswith("linux") or not inside_torchrun():
         return
     parent = os.getppid()
