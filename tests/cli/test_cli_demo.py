@@ -20,6 +20,7 @@ from selfattn.tasks import Predictor
 
 from ..helpers_cli import QUICK_TRAIN, TINY_MODEL, write_config
 from ..helpers_data import write_tagged
+from ..train.test_distributed import running
 
 #: Loaded by every process started with this folder first on PYTHONPATH (the demo's
 #: workers too): training ``fc`` fails.
@@ -102,13 +103,6 @@ def test_a_failing_worker_is_one_line_and_stops_the_others(
     log = tmp_path / "runs" / "logs" / "fc.log"
     assert err == [f"selfattn demo: error: fc failed: RuntimeError: boom (its output: {log})"]
     assert "Traceback" in log.read_text()  # the whole story is in its log
-
-
-def running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")

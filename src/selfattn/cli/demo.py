@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -176,8 +176,9 @@ def train_all(
                 busy[connection] = waiting.pop(0)
                 connection.send(busy[connection])
         while busy:
-            for connection in wait(list(busy)):
-                job = busy.pop(connection)  # type: ignore[call-overload]
+            for ready in wait(list(busy)):
+                connection = cast(Connection, ready)
+                job = busy.pop(connection)
                 result = _receive(connection, job)
                 if result.error:
                     line = f"{job.name} failed: {result.error} (its output: {logs / job.name}.log)"
@@ -198,7 +199,8 @@ class WorkerFailed(Exception):
 
 def _receive(connection: Connection, job: Job) -> Trained:
     try:
-        return connection.recv()  # type: ignore[no-any-return]
+        result: Trained = connection.recv()
+        return result
     except EOFError:  # the worker died without a word
         return Trained(job.name, error="its process ended without a result", status=1)
 
@@ -246,13 +248,17 @@ def _ignoring_sigint() -> Callable[[], None]:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ValueError:  # not the main thread
         return lambda: None
-    return lambda: signal.signal(signal.SIGINT, previous)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return restore
 
 
 def _worker(connection: Connection, logs: Path) -> None:
     """A worker: train each job it is sent at one thread, its output into its log."""
     torch.set_num_threads(1)
-    while (job := connection.recv()) is not None:
+    while (job := _next_job(connection)) is not None:
         with (
             open(logs / f"{job.name}.log", "w", encoding="utf-8") as log,
             contextlib.redirect_stdout(log),
@@ -269,6 +275,15 @@ def _worker(connection: Connection, logs: Path) -> None:
                 line = (str(error).strip().splitlines() or [""])[0]
                 result = Trained(job.name, error=kind + line, status=status)
         connection.send(result)
+
+
+def _next_job(connection: Connection) -> Job | None:
+    """The next job, or ``None``: nothing more (also when the parent is gone)."""
+    try:
+        job: Job | None = connection.recv()
+    except (EOFError, OSError):
+        return None
+    return job
 
 
 def _train(job: Job) -> Trained:
