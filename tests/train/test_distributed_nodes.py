@@ -112,9 +112,8 @@ def check_killed_and_resumed(
     metrics = run_dir / "metrics.jsonl"
     # Killed once a whole epoch of the two is logged (and a checkpoint saved).
     while not (metrics.is_file() and metrics.read_text().strip()):
-        assert time.monotonic() < deadline and all(node.poll() is None for node in nodes), log_of(
-            config, "killed"
-        )
+        alive = all(node.poll() is None for node in nodes)
+        assert alive and time.monotonic() < deadline, log_of(config, "killed")
         time.sleep(0.02)
     killed, other = nodes[1], nodes[0]
     ranks = children(killed.pid)
