@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -135,8 +136,10 @@ def test_killed_launcher_leaves_a_resumable_run(tmp_path: Path, resume_with: str
     while not (run_dir / "last" / MANIFEST).exists() and launcher.poll() is None:
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    os.killpg(launcher.pid, signal.SIGKILL)  # the launcher and its ranks
+    ranks = descendants(launcher.pid)
+    os.killpg(launcher.pid, signal.SIGKILL)  # the launcher and torchrun's agent
     launcher.wait()
+    wait_until_gone(ranks)  # the ranks (sessions of their own) stop as their agent dies
     state = load_checkpoint(run_dir / "last").state
     assert state["step"] < 6 * 8, "the run ended before it was killed"
     extra = []
@@ -145,6 +148,37 @@ def test_killed_launcher_leaves_a_resumable_run(tmp_path: Path, resume_with: str
     train(config, run_dir, "--resume", "--set", "train.checkpoint_every=1000", *extra)
     assert losses(run_dir) == pytest.approx(losses(tmp_path / "whole"), abs=1e-5)
     assert_same_weights(tmp_path / "whole" / "last", run_dir / "last")
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc; none where there is no /proc)."""
+    found = []
+    for entry in os.listdir("/proc") if Path("/proc/self/stat").is_file() else []:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    found = children(pid)
+    return found + [grandchild for child in found for grandchild in descendants(child)]
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is alive (a zombie, left for a parent to reap, is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_until_gone(pids: list[int], seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while [pid for pid in pids if running(pid)]:
+        assert time.monotonic() < deadline, f"still running: {[p for p in pids if running(p)]}"
+        time.sleep(0.05)
 
 
 def run_cli(*args: str) -> int:

@@ -22,8 +22,10 @@ every rank takes the same best-epoch and early-stopping decisions.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
@@ -191,6 +193,7 @@ class Distributed:
         rank trains on (its local GPU on CUDA)."""
         if self.size == 1:
             return device
+        stop_with_launcher()
         if device.type == "cuda":
             device = torch.device("cuda", self.world.local_rank)
             torch.cuda.set_device(device)
@@ -204,18 +207,22 @@ class Distributed:
         return device
 
     def close(self, *, wait: bool = True) -> None:
-        """Leave the process group; ``wait``: after a barrier (so every rank ends once
-        rank 0 has written its files), else at once (a failing rank)."""
-        if self.size > 1 and dist.is_initialized():
-            if wait:
-                dist.barrier()
-            # The group must end here, not while the interpreter shuts down: torn down
-            # then, with gloo's threads still running, a rank can abort ("terminate
-            # called without an active exception"). Whatever still holds the group
-            # keeps it: DDP's reducer (let go here) and default arguments captured at
-            # import (see _import_world_defaults).
-            self._wrapper = None
-            dist.destroy_process_group()
+        """Leave the process group after a barrier (so every rank ends once rank 0 has
+        written its files); a failing rank (``wait`` false) leaves it as it is."""
+        if self.size == 1 or not dist.is_initialized():
+            return
+        if not wait:  # its process ends next, which fails the other ranks at once
+            # Ended here, the group would die when the traceback lets DDP's reducer go:
+            # holding the GIL, waiting for gloo's thread, which may need the GIL.
+            return
+        dist.barrier()
+        # The group must end here, not while the interpreter shuts down: torn down
+        # then, with gloo's threads still running, a rank can abort ("terminate called
+        # without an active exception"). Whatever still holds the group keeps it: DDP's
+        # reducer (let go here) and default arguments captured at import (see
+        # _import_world_defaults).
+        self._wrapper = None
+        dist.destroy_process_group()
 
     def settle(self, error: str | None) -> None:
         """Raise rank 0's refusal (``error``, a message or ``None``) on every rank."""
@@ -405,6 +412,19 @@ def inside_torchrun(environ: Mapping[str, str] | None = None) -> bool:
     """Whether this process is a rank torchrun started."""
     environ = os.environ if environ is None else environ
     return "TORCHELASTIC_RUN_ID" in environ or int(environ.get("WORLD_SIZE", "1")) > 1
+
+
+def stop_with_launcher() -> None:
+    """Have Linux send this torchrun rank SIGTERM when its launcher (the parent) dies:
+    torchrun gives each rank a session of its own, so a launcher killed outright took none
+    with it and they trained on beside a resumed run. On SIGTERM a rank stops as on Ctrl-C
+    (every rank after the same step, the first saving ``last``)."""
+    if not sys.platform.startswith("linux") or not inside_torchrun():
+        return
+    parent = os.getppid()
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the launcher died before the request
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def launch(nproc: int, arguments: Sequence[str]) -> int:
