@@ -35,7 +35,7 @@ from selfattn.config import Config, load_config
 from selfattn.data import DatasetSplits
 from selfattn.messages import plural
 from selfattn.models.registry import options_for
-from selfattn.runs.sweep_workers import STOP_SECONDS, _interrupt_on_sigterm
+from selfattn.runs.sweep_workers import STOP_SECONDS, interrupt_on_sigterm
 from selfattn.tasks import Predictor, prepare, run
 from selfattn.viz import plot_attention
 
@@ -212,7 +212,7 @@ def _workers(processes: int, logs: Path) -> Iterator[list[Connection]]:
     logs.mkdir(parents=True, exist_ok=True)
     context = multiprocessing.get_context("spawn")
     started: list[tuple[Any, Connection]] = []
-    restore = _interrupt_on_sigterm()
+    restore = interrupt_on_sigterm()
     finished = False
     try:
         # Started with SIGINT ignored, a worker keeps ignoring it: Ctrl-C, which the

@@ -61,7 +61,7 @@ def one_thread_environment() -> dict[str, str]:
     return env
 
 
-def _interrupt_on_sigterm() -> Callable[[], None]:
+def interrupt_on_sigterm() -> Callable[[], None]:
     """Make SIGTERM stop the sweep as Ctrl-C does (its members are in sessions of their
     own, so a SIGTERM to the sweep alone would leave them running); returns what puts the
     previous handler back. Outside the main thread, nothing."""
@@ -140,7 +140,7 @@ class Runner:
         waiting = list(self.sweep.members)
         running: list[Job] = []
         try:
-            terminate = _interrupt_on_sigterm()
+            terminate = interrupt_on_sigterm()
             while waiting or running:
                 while waiting and len(running) < self.jobs:
                     job = self._start(waiting.pop(0))
