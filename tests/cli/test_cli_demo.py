@@ -4,6 +4,7 @@ every worker."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -89,6 +90,11 @@ def test_models_train_in_parallel_processes_to_the_accuracy_of_one(
     assert run_demo([*train, "--set", "train.threads=1"]) == 0
     accuracy = Predictor(alone).evaluate("test")["accuracy"]
     assert f"  self-attention         {accuracy:.4f}" in out, out
+    # The table is also written as JSON, which a record of the run reads.
+    written = json.loads((tmp_path / "runs" / "results.json").read_text())
+    assert written["processes"] == 2 and written["seconds"] > 0
+    assert written["models"]["transformer"]["accuracy"] == round(accuracy, 4)
+    assert set(written["models"]) == {"transformer", "fc", "cnn", "most-frequent-tag"}
 
 
 def test_a_failing_worker_is_one_line_and_stops_the_others(

@@ -16,6 +16,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,18 +101,22 @@ def record(
     folder: Path,
     keys: list[str] | None = None,
     note: str | None = None,
+    source: Path | None = None,
 ) -> Path:
-    """Run ``command`` from ``root`` and write its numbers as ``folder/record_id.json``.
+    """Run ``command`` from ``root`` and write its numbers as ``folder/record_id.json``:
+    those of the last JSON object it printed, or of the JSON file ``source`` (relative to
+    ``root``) that the run wrote.
 
     Raises:
-        RecordingError: an empty command, a failed run, no JSON object, a key asked for
-            that the output lacks.
+        RecordingError: an empty command, a failed run, no JSON object, a ``source`` the
+            run did not write, a key asked for that the output lacks.
     """
     head = commit(root)
     if not command:
         raise RecordingError("no command to run: records.py record ID -- COMMAND ...")
     if not record_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise RecordingError(f"record id {record_id!r}: letters, digits, '-', '_' and '.'")
+    started = time.time()
     try:
         process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, text=True)
     except OSError as err:
@@ -123,7 +128,13 @@ def record(
         lines.append(line)
     if process.wait() != 0:
         raise RecordingError(f"{shlex.join(command)} exited with {process.returncode}")
-    values = numbers(last_json_object("".join(lines)))
+    if source is None:
+        values = numbers(last_json_object("".join(lines)))
+    else:
+        written = root / source
+        if not written.is_file() or written.stat().st_mtime < started:
+            raise RecordingError(f"the command did not write {source}")
+        values = numbers(last_json_object(written.read_text(encoding="utf-8")))
     if keys:
         missing = [key for key in keys if key not in values]
         if missing:

@@ -283,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     recording.add_argument("id", help="the record's name: docs/records/ID.json")
     recording.add_argument("--keys", help="record only these values (comma-separated)")
     recording.add_argument("--note", help="what the values are")
+    recording.add_argument(
+        "--from", dest="source", type=Path, help="read the JSON file the command writes"
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:cut])
@@ -309,7 +312,15 @@ def _record(args: argparse.Namespace) -> int:
 
     keys = args.keys.split(",") if args.keys else None
     try:
-        path = record(args.id, args.run, root=ROOT, folder=RECORDS, keys=keys, note=args.note)
+        path = record(
+            args.id,
+            args.run,
+            root=ROOT,
+            folder=RECORDS,
+            keys=keys,
+            note=args.note,
+            source=args.source,
+        )
     except RecordingError as err:
         print(f"records.py record: {err}", file=sys.stderr)
         return 2

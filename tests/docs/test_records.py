@@ -5,6 +5,7 @@ its configs build (tests/docs/records.py describes the format)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -257,6 +258,22 @@ def test_the_command_line_records_what_follows_the_dashes(
         capsys.readouterr().err
         == "records.py record: cannot run /no/such/program: No such file or directory\n"
     )
+
+
+def test_a_record_reads_the_file_the_command_wrote(checkout: Path) -> None:
+    script = "import json; open('out.json', 'w').write(json.dumps({'m': {'acc': 0.5}}))"
+    command = [sys.executable, "-c", script]
+    path = record("probe", command, root=checkout, folder=checkout, source=Path("out.json"))
+    assert read_record(path).values == {"m.acc": 0.5}
+    os.utime(checkout / "out.json", (0, 0))  # an old file: not this run's
+    with pytest.raises(RecordingError, match=r"the command did not write out\.json"):
+        record(
+            "old",
+            [sys.executable, "-c", "1"],
+            root=checkout,
+            folder=checkout,
+            source=Path("out.json"),
+        )
 
 
 def test_a_record_refuses_uncommitted_code(checkout: Path) -> None:

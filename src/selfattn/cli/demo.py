@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import multiprocessing
 import os
 import signal
@@ -109,6 +110,7 @@ def run_demo(args: argparse.Namespace) -> int:
         jobs.append(_job(args, "pretrained"))
     jobs.sort(key=lambda job: ORDER.index(job.name))
     processes = min(torch.get_num_threads(), len(jobs))
+    started = time.monotonic()
     logs = args.runs / "logs"
     print(
         f"training {plural(len(jobs), 'model')} in {plural(processes, 'process')} at 1 "
@@ -137,6 +139,18 @@ def run_demo(args: argparse.Namespace) -> int:
     [figure] = tagger.attention(example)
     path = plot_attention(figure.maps, figure.queries, args.output)
     print(f"attention maps: {path}")
+    summary = {
+        "processes": processes,
+        "seconds": round(time.monotonic() - started, 1),
+        "models": {
+            name: {"accuracy": round(acc, 4), "seconds": round(sec, 1)} for name, acc, sec in rows
+        },
+    }
+    written = args.runs / "results.json"
+    partial = written.with_suffix(".json.partial")
+    partial.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    partial.replace(written)
+    print(f"the table as JSON: {written} ({summary['seconds']:.0f} s in all)")
     return 0
 
 
