@@ -225,6 +225,11 @@ class Task(abc.ABC):
             ValueError: empty input.
         """
 
+    def read_file(self, argument: str) -> Example | None:
+        """An input file read the task's own way (``None``: as the training data's kind
+        is read, :mod:`selfattn.data.readers.user_input`)."""
+        return None
+
     @abc.abstractmethod
     def unlabelled(self, example: Example) -> Example:
         """``example`` (read from a user's file) with the stand-in label the collator
