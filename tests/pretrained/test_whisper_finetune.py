@@ -5,6 +5,7 @@ CSV refuses bad rows in one line naming the file and line."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -27,7 +28,9 @@ from selfattn.pretrained.whisper_finetune import (
 from selfattn.tasks import Predictor
 
 from ..helpers_cli import epochs_logged, one_line_error, write_config
-from .whisper_fixtures import SPECIALS, tiny_folder  # noqa: F401 (a fixture)
+from .whisper_fixtures import SPECIALS, tiny_folder
+
+__all__ = ["tiny_folder"]  # a fixture
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -130,7 +133,7 @@ def test_a_few_steps_lower_the_loss(tiny_folder: Path) -> None:
         optimizer.zero_grad()
         losses.append(loss.item())
     # Falling at every step, by a third in eight.
-    assert all(b < a for a, b in zip(losses, losses[1:])), losses
+    assert all(b < a for a, b in itertools.pairwise(losses)), losses
     assert losses[-1] < 0.7 * losses[0], losses
 
 
@@ -156,6 +159,11 @@ def test_a_fine_tuned_run_predicts_evaluates_and_resumes(
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["count"] == len(SAYINGS)
     assert {"exact_match", "token_error_rate", "char_error_rate"} <= set(metrics)
+    assert main(["eval", str(run), "--data", str(recordings / "train.csv")]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] == 2 * len(SAYINGS)
+    image = tmp_path / "cross.png"
+    assert main(["attention", str(run), str(recordings / "r0.wav"), "-o", str(image)]) == 0
+    assert image.is_file()
     # The weights it saved are the weights it predicts with.
     trained = predictor.model.state_dict()
     reloaded = Predictor(run).model.state_dict()

@@ -27,10 +27,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from selfattn.datatypes import Example
-from selfattn.pretrained.transcribe import WhisperTokenizer
-from selfattn.specials import IGNORE_INDEX
 from selfattn.models.spec import TaskSpec
+from selfattn.pretrained.transcribe import WhisperTokenizer
 from selfattn.pretrained.whisper import WhisperConfig, WhisperModel, load_whisper
+from selfattn.specials import IGNORE_INDEX
 from selfattn.speech.whisper_mel import WHISPER_HOP, WHISPER_SAMPLE_RATE, whisper_log_mel
 
 __all__ = [
@@ -53,13 +53,16 @@ IGNORE = IGNORE_INDEX
 def config_to_dict(config: WhisperConfig) -> dict[str, Any]:
     """A JSON-ready dict of ``config`` (what a run's checkpoint keeps: lists, not tuples,
     so that it equals itself read back)."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+    values = dataclasses.asdict(config)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
 def config_from_dict(values: dict[str, Any]) -> WhisperConfig:
     """The inverse of :func:`config_to_dict`."""
-    tuples = ("suppress_tokens", "begin_suppress_tokens")
-    return WhisperConfig(**{k: tuple(v) if k in tuples else v for k, v in values.items()})
+    fields: dict[str, Any] = dict(values)
+    for name in ("suppress_tokens", "begin_suppress_tokens"):
+        fields[name] = tuple(fields.get(name) or ())
+    return WhisperConfig(**fields)
 
 
 def transcript_text(example: Example) -> str:
@@ -110,13 +113,11 @@ class WhisperBatch:
 
     def to(self, device: torch.device | str, *, non_blocking: bool = False) -> WhisperBatch:
         """The batch on ``device``."""
-        return WhisperBatch(
-            *(t.to(device, non_blocking=non_blocking) for t in self.parts()), self.seconds
+        features, tokens, targets = (
+            t.to(device, non_blocking=non_blocking)
+            for t in (self.features, self.tokens, self.targets)
         )
-
-    def parts(self) -> tuple[Tensor, Tensor, Tensor]:
-        """The batch's tensors."""
-        return self.features, self.tokens, self.targets
+        return WhisperBatch(features, tokens, targets, self.seconds)
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])

@@ -18,7 +18,6 @@ from selfattn.config import Config
 from selfattn.data import RECIPES, batches, load_dataset
 from selfattn.data.batching.splits import DEV_SEED
 from selfattn.tasks.task import TASKS, Prepared, Task, task_named
-from selfattn.tasks.whisper_task import WHISPER_TASK, is_whisper_config
 from selfattn.train.checkpoint import MANIFEST, load_checkpoint
 from selfattn.train.distributed import share
 from selfattn.train.loop import TrainResult, train
@@ -27,11 +26,11 @@ from selfattn.train.tensorboard import AttentionProbe
 
 
 def declared_task(config: Config) -> str | None:
-    """The task type ``config`` names (a Whisper checkpoint in ``model.pretrained``:
-    ``whisper``; ``data.task``, else its recipe's), or ``None`` when only the user's
-    files can tell."""
-    if is_whisper_config(config):
-        return WHISPER_TASK
+    """The task type ``config`` names (one that claims it, :meth:`Task.claims`; else
+    ``data.task``, else its recipe's), or ``None`` when only the user's files can tell."""
+    claimed = [name for name, kind in TASKS.items() if kind.claims(config)]
+    if claimed:
+        return claimed[0]
     if config.data.task != "auto":
         return config.data.task
     recipe = RECIPES.get(config.data.dataset)

@@ -137,6 +137,12 @@ class Task(abc.ABC):
         )
 
     @classmethod
+    def claims(cls, config: Config) -> bool:
+        """Whether ``config`` is this task type's whatever its data (a Whisper checkpoint
+        in ``model.pretrained``); ``False``: the data decide."""
+        return False
+
+    @classmethod
     def takes(cls, architecture: str) -> bool:
         """Whether ``architecture`` produces something this task type accepts."""
         return bool(ARCHITECTURES[architecture].produces & cls.accepts)

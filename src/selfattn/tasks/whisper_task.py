@@ -38,8 +38,8 @@ from selfattn.decoding.greedy import greedy
 from selfattn.decoding.sampling import sample
 from selfattn.decoding.whisper import WhisperAsEncoderDecoder
 from selfattn.models.option_groups import toml_value
-from selfattn.models.spec import TaskSpec
 from selfattn.models.seq2seq_options import Seq2SeqConfig
+from selfattn.models.spec import TaskSpec
 from selfattn.pretrained.transcribe import WhisperTokenizer
 from selfattn.pretrained.weights import pretrained_folder
 from selfattn.pretrained.whisper import WhisperConfig, WhisperModel, is_whisper_checkpoint
@@ -70,8 +70,14 @@ DECODE_BATCH = 8
 
 def is_whisper_config(config: Config) -> bool:
     """Whether ``config.model.pretrained`` names a Whisper checkpoint."""
-    name = getattr(config.model, "pretrained", None)
+    name = _checkpoint(config)
     return name is not None and is_whisper_checkpoint(name)
+
+
+def _checkpoint(config: Config) -> str | None:
+    """``model.pretrained`` (``None``: none, or a model section without it)."""
+    name = getattr(config.model, "pretrained", None)
+    return None if name is None else str(name)
 
 
 @register_task
@@ -82,6 +88,11 @@ class WhisperTask(Task):
     options = frozenset(
         {"method", "beam_size", "temperature", "top_k", "top_p", "length_penalty", "seed"}
     )
+
+    @classmethod
+    def claims(cls, config: Config) -> bool:
+        """A Whisper checkpoint in ``model.pretrained`` is fine-tuned here."""
+        return is_whisper_config(config)
 
     @classmethod
     def check_architecture(cls, config: Config) -> None:
@@ -98,7 +109,7 @@ class WhisperTask(Task):
         does not read, or text data, in one line."""
         if text:
             raise DataError(
-                f"model.pretrained = {config.model.pretrained!r}: Whisper reads recordings; "  # type: ignore[union-attr]
+                f"model.pretrained = {_checkpoint(config)!r}: Whisper reads recordings; "
                 f"dataset {config.data.dataset!r} is text"
             )
         defaults = type(config.model)()
@@ -169,7 +180,8 @@ class WhisperTask(Task):
             raise ValueError(f"dataset {data.dataset!r} has no training examples")
         recipe = data.dataset in WAVE_RECIPES
         note = dev_note(splits, dev_file=recipe or data.dev is not None, fraction=data.dev_fraction)
-        name = self.config.model.pretrained  # type: ignore[union-attr]
+        name = _checkpoint(self.config)
+        assert name is not None  # claims() saw it
         self.folder = pretrained_folder(name)
         whisper = WhisperConfig.from_folder(self.folder)
         tokenizer = WhisperTokenizer.from_folder(self.folder)
@@ -368,7 +380,9 @@ class WhisperTask(Task):
         pieces = self.collator.tokenizer.tokenizer
         queries = [str(pieces.id_to_token(int(i))) for i in tokens[0]]
         keys = [f"{0.02 * j:.2f}s" for j in range(maps[0].shape[-1])]
-        return [AttentionFigure("cross-attention", [m[0] for m in maps], queries, keys, "decoder layer")]
+        figure = AttentionFigure("cross-attention", [m[0] for m in maps], queries, keys)
+        figure.layer = "decoder layer"
+        return [figure]
 
 
 def _spec(whisper: WhisperConfig) -> TaskSpec:
