@@ -15,15 +15,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selfattn.data.readers.audio import read_audio
-from selfattn.data.readers.wav_csv import has_header, two_cell_rows
+from selfattn.data.readers.wav_csv import has_header, row_samples, two_cell_rows
 from selfattn.datatypes import DataError, Example
+from selfattn.speech.features import SAMPLE_RATE
 
 __all__ = ["SPEECH_TEXT_HEADER", "is_speech_text_csv", "read_speech_text_csv"]
 
 SPEECH_TEXT_HEADER = ("path", "text")
-#: The rate every recording is resampled to.
-SAMPLE_RATE = 16_000
 #: A recording whose loudest sample stays below this (−60 dBFS) holds no speech.
 SILENCE_PEAK = 1e-3
 
@@ -58,12 +56,7 @@ def read_speech_text_csv(path: str | Path, *, max_seconds: float | None = None) 
         if not text:
             raise DataError(f"{where}: empty text")
         file = path.parent / audio
-        if not file.is_file():
-            raise DataError(f"{where}: no such audio file {file}")
-        try:
-            samples, _ = read_audio(file, sample_rate=SAMPLE_RATE)
-        except DataError as err:
-            raise DataError(f"{where}: {err}") from None
+        samples = row_samples(where, file)
         seconds = samples.shape[0] / SAMPLE_RATE
         if float(abs(samples).max(initial=0.0)) < SILENCE_PEAK:
             raise DataError(f"{where}: {file} is silent (no sample above -60 dBFS)")

@@ -15,14 +15,13 @@ recipe's (the digits, or one word).
 from __future__ import annotations
 
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from selfattn.data.fetch.cache import cache_root
+from selfattn.data.fetch.cache import atomic_output, cache_root
 from selfattn.data.recipes.espeak import Espeak
 from selfattn.data.recipes.speech import (
     DIGIT_STRINGS_SPEC,
@@ -57,18 +56,9 @@ def cached_waves(spec: SpokenSpec, paths: list[Path]) -> list[np.ndarray]:
         scales = np.array([max(float(np.abs(w).max()), 1e-12) / 32767 for w in waves])
         ints = [np.round(w / s).astype(np.int16) for w, s in zip(waves, scales, strict=True)]
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                np.savez(
-                    out,
-                    samples=np.concatenate(ints),
-                    lengths=np.array([len(w) for w in ints]),
-                    scales=scales,
-                )
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        with atomic_output(path) as out:
+            lengths = np.array([len(w) for w in ints])
+            np.savez(out, samples=np.concatenate(ints), lengths=lengths, scales=scales)
     with np.load(path) as stored:
         samples, lengths, scales = stored["samples"], stored["lengths"], stored["scales"]
     pieces = np.split(samples, np.cumsum(lengths)[:-1])
