@@ -194,6 +194,7 @@ def test_whisper_refuses_what_it_does_not_read(
         "model.num_layers=3": "model.num_layers = 3: a Whisper checkpoint fixes",
         "seq2seq.guided_attention=1.0": "seq2seq.guided_attention = 1.0: not read",
         "data.dataset=pos-wsj": "Whisper reads recordings",
+        "data.max_len=64": "data.max_len = 64: a Whisper checkpoint fixes what it reads",
     }
     for setting, message in cases.items():
         err = one_line_error(capsys, ["train", config, "--set", setting])

@@ -27,7 +27,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
-from selfattn.config import Config
+from selfattn.config import Config, DataConfig
 from selfattn.data.batching.splits import DEV_SEED, dev_holdout, dev_note
 from selfattn.data.readers.audio import read_audio
 from selfattn.data.readers.speech_text_csv import is_speech_text_csv, read_speech_text_csv
@@ -128,6 +128,12 @@ class WhisperTask(Task):
                     f"seq2seq.{item.name} = {toml_value(value)}: not read when fine-tuning a "
                     f"Whisper checkpoint (it reads {', '.join(sorted(_SEQ2SEQ_READ))})"
                 )
+        plain_data = DataConfig(config.data.dataset)
+        if config.data.max_len != plain_data.max_len:
+            raise ValueError(
+                f"data.max_len = {config.data.max_len}: a Whisper checkpoint fixes what it "
+                "reads (30 s of audio, its decoder's positions); leave it out"
+            )
         if config.seq2seq.decoding == "nat":
             raise ValueError("seq2seq.decoding = 'nat': Whisper decodes left to right")
 
@@ -185,7 +191,7 @@ class WhisperTask(Task):
         self.folder = pretrained_folder(name)
         whisper = WhisperConfig.from_folder(self.folder)
         tokenizer = WhisperTokenizer.from_folder(self.folder)
-        self.spec = _spec(whisper)
+        self.spec = _spec(whisper, data.max_len)
         self.collator = self._collator(tokenizer, whisper)
         for part in (splits.train, splits.dev, splits.test):
             for example in part:
@@ -385,12 +391,13 @@ class WhisperTask(Task):
         return [figure]
 
 
-def _spec(whisper: WhisperConfig) -> TaskSpec:
-    """What a checkpoint of the fine-tuned model stores to rebuild it."""
+def _spec(whisper: WhisperConfig, max_len: int) -> TaskSpec:
+    """What a checkpoint of the fine-tuned model stores to rebuild it (``max_len``: the
+    config's, which Whisper does not read: its lengths are the checkpoint's)."""
     return TaskSpec(
         task=cast(TaskType, WHISPER_TASK),
         num_labels=whisper.vocab_size,
         feature_dim=1,
-        max_len=whisper.max_target_positions,
+        max_len=max_len,
         pretrained=config_to_dict(whisper),
     )
