@@ -201,6 +201,11 @@ def test_whisper_refuses_what_it_does_not_read(
         assert message in err, err
     err = one_line_error(capsys, ["predict", str(tiny_folder), "w1 w2"])
     assert err  # a Whisper folder transcribes recordings only
+    # A model trained from scratch has no Whisper window to read.
+    espeak = Path(__file__).parents[2] / "configs" / "digit_strings_espeak.toml"
+    scratch = ["train", str(espeak), "--set", f"run_dir={tmp_path / 's'}"]
+    err = one_line_error(capsys, [*scratch, "--set", "seq2seq.encoder_seconds=4"])
+    assert "seq2seq.encoder_seconds = 4 is read by a Whisper checkpoint only" in err
 
 
 # ------------------------------------------------------------------ the CSV
