@@ -13,7 +13,9 @@
 * :mod:`.whisper` — :func:`load_whisper`, Whisper's encoder and decoder on selfattn's
   stacks (equal to Hugging Face's ``WhisperForConditionalGeneration`` to 1e-4);
 * :mod:`.transcribe` — :func:`transcribe`: a recording's transcript, greedy from
-  Whisper's task prefix with the KV cache.
+  Whisper's task prefix with the KV cache;
+* :mod:`.whisper_finetune` — batches, loss and teacher-forced metrics for fine-tuning a
+  Whisper checkpoint (``model.pretrained`` on a speech dataset with transcripts).
 
 Typical use::
 
