@@ -23,7 +23,15 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_every_task_type_is_registered() -> None:
-    assert set(TASKS) == {"token", "sequence", "regression", "multilabel", "seq2seq", "bits"}
+    assert set(TASKS) == {
+        "token",
+        "sequence",
+        "regression",
+        "multilabel",
+        "seq2seq",
+        "bits",
+        "whisper",
+    }
     for name, cls in TASKS.items():
         assert cls.name == name and issubclass(cls, Task)
 

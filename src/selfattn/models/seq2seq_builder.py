@@ -30,6 +30,11 @@ def check_seq2seq_model(model: ModelOptions, seq2seq: Seq2SeqConfig, *, text: bo
             f"or 'rnn', got {model.architecture!r} (an encoder the decoder can cross-attend to)"
         )
     check_fields(model, task="seq2seq", text=text)
+    if seq2seq.encoder_seconds is not None:
+        raise ValueError(
+            f"seq2seq.encoder_seconds = {seq2seq.encoder_seconds:g} is read by a Whisper "
+            'checkpoint only (model.pretrained = "whisper-base"); leave it out'
+        )
     assert isinstance(model, AttentionOptions)  # ENCODER_STACKS: attention stacks
     if seq2seq.alignment != "content" and model.normalizer != "softmax":
         raise ValueError(

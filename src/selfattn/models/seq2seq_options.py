@@ -63,6 +63,9 @@ class Seq2SeqConfig:
         length_penalty: α of the beam's length normalisation.
         no_repeat_ngram: beam search never repeats an n-gram of this size (0: off).
         max_output_ratio: decoding stops after ``ratio × source length + 10`` tokens.
+        encoder_seconds: fine-tuning a Whisper checkpoint (``model.pretrained``): its
+            encoder reads this many seconds of each recording, zero-padded, instead of
+            Whisper's 30 (``None``); read by Whisper only.
     """
 
     output: OutputName = "vocab"
@@ -88,6 +91,7 @@ class Seq2SeqConfig:
     length_penalty: float = 1.0
     no_repeat_ngram: int = 0
     max_output_ratio: float = 2.0
+    encoder_seconds: float | None = None
 
     def __post_init__(self) -> None:
         check_range("seq2seq.decoder_layers", self.decoder_layers, at_least=1, none=True)
@@ -99,6 +103,7 @@ class Seq2SeqConfig:
             raise ValueError("seq2seq.sampling_steps and seq2seq.beam_size must be >= 1")
         check_range("seq2seq.guided_sigma", self.guided_sigma, above=0)
         check_range("seq2seq.max_output_ratio", self.max_output_ratio, above=0)
+        check_range("seq2seq.encoder_seconds", self.encoder_seconds, above=0, none=True)
         if self.decoding == "nat" and not self.nat:
             raise ValueError("seq2seq.decoding = 'nat' needs seq2seq.nat = true")
         if self.location_filters < 1:

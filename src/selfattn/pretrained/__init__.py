@@ -15,8 +15,13 @@
   stacks (equal to Hugging Face's ``WhisperForConditionalGeneration`` to 1e-4);
 * :mod:`.transcribe` — :func:`transcribe`: a recording's transcript, greedy from
   Whisper's task prefix with the KV cache;
+<<<<<<< HEAD
 * :mod:`.fallback` — Whisper's checks of a decoding (loops, low confidence, no speech)
   for its temperature fallback.
+=======
+* :mod:`.whisper_finetune` — batches, loss and teacher-forced metrics for fine-tuning a
+  Whisper checkpoint (``model.pretrained`` on a speech dataset with transcripts).
+>>>>>>> h/h33ft
 
 Typical use::
 

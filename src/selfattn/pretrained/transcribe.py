@@ -105,6 +105,15 @@ class WhisperTokenizer:
         except Exception as error:  # tokenizers raises a bare Exception for a bad file
             reason = "missing" if not path.is_file() else f"not a tokenizer.json ({error})"
             raise PretrainedError(f"{path}: {reason}") from None
+        return cls.from_tokenizer(tokenizer, str(path))
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Tokenizer, path: str = "tokenizer") -> WhisperTokenizer:
+        """A loaded tokenizer (``path`` names it in errors), its special tokens looked up.
+
+        Raises:
+            PretrainedError: without Whisper's special tokens.
+        """
         ids = [tokenizer.token_to_id(name) for name in WHISPER_SPECIALS]
         missing = [name for name, i in zip(WHISPER_SPECIALS, ids, strict=True) if i is None]
         if missing:

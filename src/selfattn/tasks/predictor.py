@@ -107,6 +107,9 @@ class Predictor:
             ValueError: empty input; an input of the wrong kind for this model (one line
                 naming what it expects); a file that cannot be read.
         """
+        own = self.task.read_file(argument)
+        if own is not None:
+            return [self.task.unlabelled(own)]
         description = self.description()
         if self.task.input == "text":
             check_text_input(argument, description)

@@ -26,12 +26,16 @@ from selfattn.train.tensorboard import AttentionProbe
 
 
 def declared_task(config: Config) -> str | None:
-    """The task type ``config`` names (``data.task``, else the built-in one of its
-    recipe's label layout), or ``None`` when only the user's files can tell.
+    """The task type ``config`` names (one that claims it, :meth:`Task.claims`; else
+    ``data.task``; else the built-in one of its recipe's label layout), or ``None`` when
+    only the user's files can tell.
 
     Raises:
         ValueError: ``data.task`` names no registered task type (one line listing them).
     """
+    claimed = [name for name, kind in TASKS.items() if kind.claims(config)]
+    if claimed:
+        return claimed[0]
     name = config.data.task
     if name != "auto":
         if name not in TASKS:

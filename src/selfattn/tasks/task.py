@@ -153,6 +153,12 @@ class Task(abc.ABC):
         )
 
     @classmethod
+    def claims(cls, config: Config) -> bool:
+        """Whether ``config`` is this task type's whatever its data (a Whisper checkpoint
+        in ``model.pretrained``); ``False``: the data decide."""
+        return False
+
+    @classmethod
     def takes(cls, architecture: str) -> bool:
         """Whether ``architecture`` produces something this task type accepts."""
         return bool(ARCHITECTURES[architecture].produces & cls.accepts)
@@ -247,6 +253,11 @@ class Task(abc.ABC):
         Raises:
             ValueError: empty input.
         """
+
+    def read_file(self, argument: str) -> Example | None:
+        """An input file read the task's own way (``None``: as the training data's kind
+        is read, :mod:`selfattn.data.readers.user_input`)."""
+        return None
 
     @abc.abstractmethod
     def unlabelled(self, example: Example) -> Example:

@@ -237,6 +237,10 @@ def _atomic_output(dest: Path) -> Iterator[IO[bytes]]:
         tmp.unlink(missing_ok=True)
 
 
+#: A file that appears at its path only once it is whole (the generated caches' writer).
+atomic_output = _atomic_output
+
+
 def _copy_with_progress(source: IO[bytes], out: IO[bytes], size: int, desc: str) -> None:
     # disable=None hides the bar when stderr is not a terminal (tests, logs).
     with tqdm(total=size, unit="B", unit_scale=True, desc=desc, disable=None) as bar:

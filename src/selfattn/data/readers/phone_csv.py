@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selfattn.data.readers.wav_csv import has_header, two_cell_rows
+from selfattn.data.readers.wav_csv import has_header, row_samples, two_cell_rows
 from selfattn.datatypes import DataError, Example
 
 PHONE_CSV_HEADER = ("path", "phones")
@@ -83,7 +83,6 @@ def read_phone_csv(path: Path) -> list[Example]:
             recording's frame count (both counts named); a label file's own problems
             name its line (:func:`read_phone_labels`).
     """
-    from selfattn.data.readers.audio import read_audio
     from selfattn.speech.features import SAMPLE_RATE, num_frames
     from selfattn.speech.frontend import speech_vectors
 
@@ -92,14 +91,9 @@ def read_phone_csv(path: Path) -> list[Example]:
         if not audio_name or not labels_name:
             raise DataError(f"{where}: empty {'path' if not audio_name else 'phones'} cell")
         audio, label_file = path.parent / audio_name, path.parent / labels_name
-        if not audio.is_file():
-            raise DataError(f"{where}: no such audio file {audio}")
-        if not label_file.is_file():
+        if audio.is_file() and not label_file.is_file():
             raise DataError(f"{where}: no such phone-label file {label_file}")
-        try:
-            samples, _ = read_audio(audio, sample_rate=SAMPLE_RATE)
-        except DataError as err:
-            raise DataError(f"{where}: {err}") from None
+        samples = row_samples(where, audio)
         frames = num_frames(len(samples), SAMPLE_RATE)
         if frames == 0:
             raise DataError(

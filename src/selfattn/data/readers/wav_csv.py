@@ -13,6 +13,8 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 from selfattn.datatypes import DataError, Example
 
 WAV_CSV_HEADER = ("path", "label")
@@ -62,6 +64,24 @@ def read_wav_csv(path: Path, *, seq2seq: bool = False) -> list[Example]:
         target: tuple[str, ...] | str = tuple(label.split()) if seq2seq else label
         examples.append(Example(None, features, target, where))
     return examples
+
+
+def row_samples(where: str, file: Path) -> np.ndarray:
+    """The 16 kHz samples of the audio file a CSV row names (``where``: ``path:line``).
+
+    Raises:
+        DataError: ``where: problem`` for a missing or unreadable file.
+    """
+    from selfattn.data.readers.audio import read_audio
+    from selfattn.speech.features import SAMPLE_RATE
+
+    if not file.is_file():
+        raise DataError(f"{where}: no such audio file {file}")
+    try:
+        samples, _ = read_audio(file, sample_rate=SAMPLE_RATE)
+    except DataError as err:
+        raise DataError(f"{where}: {err}") from None
+    return samples
 
 
 def two_cell_rows(path: Path, header: tuple[str, str]) -> Iterator[tuple[str, tuple[str, str]]]:
