@@ -93,9 +93,19 @@ class EncoderDecoder(Protocol):
         num_extended: int = 0,
         **flags: Unpack[DecodeFlags],
     ) -> Seq2SeqOutput:
-        """Next-token log-probabilities ``(B, T, V)`` for every position of ``target_in``;
-        with ``cache`` (from :meth:`new_cache`) ``target_in`` holds the new positions only;
-        ``flags``: :class:`DecodeFlags`."""
+        """Next-token log-probabilities ``(B, T, V)`` for every position of ``target_in``.
+
+        Args:
+            target_in: ``(B, T)`` decoder input ids (BOS, y₁, …).
+            encoded: from :meth:`encode`.
+            cache: incremental decoding (from :meth:`new_cache`, carried between calls);
+                ``target_in`` then holds only the new positions.
+            num_extended: copy mode: size of the batch's out-of-vocabulary extension.
+            **flags: :class:`DecodeFlags`.
+
+        Returns:
+            A :class:`~selfattn.models.seq2seq_outputs.Seq2SeqOutput`.
+        """
         ...
 
     def new_cache(self, capacity: int) -> DecodingState:

@@ -245,20 +245,10 @@ class RNNSeq2Seq(EncoderDecoderModule):
         num_extended: int = 0,
         **flags: Unpack[DecodeFlags],
     ) -> Seq2SeqOutput:
-        """Next-token log-probabilities for every position of ``target_in``.
-
-        Args:
-            target_in: ``(B, T)`` decoder input ids (BOS, y₁, …).
-            encoded: from :meth:`encode`.
-            cache: a :class:`RecurrentState` (:meth:`new_cache`) carried between calls;
-                ``target_in`` then holds only the new positions.
-            num_extended: must be 0 (no copy output).
-            **flags: :class:`~selfattn.models.encoder_decoder.DecodeFlags`, read by
-                :meth:`decoder_states`.
-
-        Returns:
-            A :class:`Seq2SeqOutput`.
-        """
+        """:meth:`EncoderDecoder.decode <selfattn.models.encoder_decoder.EncoderDecoder.decode>`
+        by the RNN: ``cache`` is a :class:`RecurrentState`, whose size does not grow;
+        ``num_extended`` must be 0 (no copy output); :meth:`decoder_states` reads
+        ``flags``."""
         if num_extended:
             raise ValueError("the RNN encoder–decoder has no copy output (num_extended > 0)")
         states = self.decoder_states(target_in, encoded, cache, **flags)

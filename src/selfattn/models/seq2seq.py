@@ -266,20 +266,10 @@ class Seq2SeqTransformer(EncoderDecoderModule):
         num_extended: int = 0,
         **flags: Unpack[DecodeFlags],
     ) -> Seq2SeqOutput:
-        """Next-token log-probabilities for every position of ``target_in``.
-
-        Args:
-            target_in: ``(B, T)`` decoder input ids (BOS, y₁, …).
-            encoded: from :meth:`encode`.
-            cache: incremental decoding; ``target_in`` then holds only the new positions.
-            num_extended: copy mode: size of the batch's out-of-vocabulary extension.
-            **flags: :class:`~selfattn.models.encoder_decoder.DecodeFlags`
-                (``target_padding``, ``causal``, ``need_weights``: the self- and
-                cross-attention weights of every layer).
-
-        Returns:
-            A :class:`Seq2SeqOutput`.
-        """
+        """:meth:`EncoderDecoder.decode <selfattn.models.encoder_decoder.EncoderDecoder.decode>`
+        by the Transformer decoder: ``cache`` is a growing
+        :class:`~selfattn.attention.cache.DecoderCache`; ``need_weights`` returns the
+        self- and cross-attention weights of every layer."""
         x, out = self._run_decoder(target_in, encoded, cache, **flags)
         result = self._output_layer(out.last_hidden_state, x, encoded, num_extended, cache)
         result.cross_attentions = out.cross_attentions
