@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from selfattn.attention.functional import attention
 from selfattn.attention.masks import (
+    MaskArgs,
     adjacency_mask,
     causal_mask,
     not_self_mask,
@@ -19,6 +20,7 @@ __all__ = [
     "NORMALIZERS",
     "SCORES",
     "AdditiveScore",
+    "MaskArgs",
     "MultiHeadAttention",
     "adjacency_mask",
     "attention",

@@ -11,8 +11,31 @@ masks stay right during incremental decoding, when only the newest queries are c
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import torch
 from torch import Tensor
+
+
+class MaskArgs(TypedDict, total=False):
+    """Which keys each query may see: the keyword arguments that blocks and stacks hand
+    on to :class:`~selfattn.attention.MultiHeadAttention` as they are.
+
+    Attributes:
+        key_padding_mask: ``(B, S)`` boolean, True at padding; default none.
+        mask: boolean (True = may attend) or additive float mask broadcastable to
+            ``(B, H, T, S)``, e.g. a graph's :func:`adjacency_mask`; the same in every
+            block of a stack; default none.
+        causal: each position sees only itself and earlier ones (a Conformer's
+            convolutions too: streaming); default False.
+        window: truncated dense attention to |i − j| ≤ ``window`` (with an attention
+            kernel, put the window in the ``"window"`` kernel instead); default none.
+    """
+
+    key_padding_mask: Tensor | None
+    mask: Tensor | None
+    causal: bool
+    window: int | None
 
 
 def _grid(

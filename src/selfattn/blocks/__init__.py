@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from selfattn.blocks.config import BlockConfig, ConvNormName
 from selfattn.blocks.conformer import ConformerBlock
-from selfattn.blocks.decoder_block import DecoderBlock
+from selfattn.blocks.decoder_block import DecoderBlock, DecoderMaskArgs
 from selfattn.blocks.encoder_block import EncoderBlock, ResidualBlock
 from selfattn.blocks.feedforward import ACTIVATIONS, Activation, ActivationName, FeedForward
 
@@ -17,6 +17,7 @@ __all__ = [
     "ConformerBlock",
     "ConvNormName",
     "DecoderBlock",
+    "DecoderMaskArgs",
     "EncoderBlock",
     "FeedForward",
     "ResidualBlock",

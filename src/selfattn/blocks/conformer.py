@@ -29,9 +29,12 @@ truncated attention for long utterances is the ``"window"`` attention kernel.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from selfattn.attention.masks import MaskArgs
 from selfattn.blocks.config import BlockConfig, ConvNormName
 from selfattn.blocks.encoder_block import self_attention
 from selfattn.positional.base import RelativePositional
@@ -243,21 +246,16 @@ class ConformerBlock(nn.Module):
         self,
         x: Tensor,
         *,
-        key_padding_mask: Tensor | None = None,
-        mask: Tensor | None = None,
-        causal: bool = False,
-        window: int | None = None,
         need_weights: bool = False,
+        **masks: Unpack[MaskArgs],
     ) -> tuple[Tensor, Tensor | None]:
         """Args:
             x: ``(B, L, E)``.
-            key_padding_mask: ``(B, L)`` boolean, True at padding.
-            mask: boolean (True = may attend) or additive mask broadcastable to
-                ``(B, H, L, L)``, for attention only.
-            causal: attention and convolution see only the past (streaming).
-            window: truncated dense attention to |i − j| ≤ ``window`` (with an attention
-                kernel, put the window in the ``"window"`` kernel instead).
             need_weights: also return the attention weights (dense attention only).
+            **masks: :class:`~selfattn.attention.MaskArgs` for the self-attention; the
+                convolution reads ``key_padding_mask`` (padding zeroed) and ``causal``
+                (it sees only the past: streaming); ``mask`` and ``window`` are for the
+                attention only.
 
         Returns:
             ``(x (B, L, E), weights (B, H, L, L) or None)``, as
@@ -265,15 +263,11 @@ class ConformerBlock(nn.Module):
         """
         x = x + 0.5 * self.feedforward1(x)
         attended, weights = self.self_attn(
-            self.attention_norm(x),
-            key_padding_mask=key_padding_mask,
-            mask=mask,
-            causal=causal,
-            window=window,
-            need_weights=need_weights,
-            average_weights=False,
+            self.attention_norm(x), need_weights=need_weights, average_weights=False, **masks
         )
         x = x + self.attention_out_dropout(attended)
-        x = x + self.conv(x, key_padding_mask=key_padding_mask, causal=causal)
+        x = x + self.conv(
+            x, key_padding_mask=masks.get("key_padding_mask"), causal=masks.get("causal", False)
+        )
         x = self.final_norm(x + 0.5 * self.feedforward2(x))
         return x, weights

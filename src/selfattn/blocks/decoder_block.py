@@ -15,6 +15,8 @@ cross-attention's cache.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from torch import Tensor, nn
 
 from selfattn.attention.alignment import Alignment, AlignmentConfig, aligned_attention
@@ -31,6 +33,26 @@ from selfattn.blocks.encoder_block import (
 )
 from selfattn.blocks.feedforward import FeedForward
 from selfattn.positional.base import RelativePositional
+
+
+class DecoderMaskArgs(TypedDict, total=False):
+    """Which positions a decoder's queries may see: the keyword arguments that a decoder
+    stack hands on to every :class:`DecoderBlock` as they are.
+
+    Attributes:
+        self_key_padding_mask: ``(B, T)`` boolean, True at decoder padding.
+        memory_key_padding_mask: ``(B, S)`` boolean, True at encoder padding.
+        self_mask: extra mask on self-attention, boolean (True = may attend) or
+            additive, broadcastable to ``(B, H, T, T)``.
+        memory_mask: the same for cross-attention, broadcastable to ``(B, H, T, S)``.
+        causal: mask the future in self-attention (default True, the decoder's).
+    """
+
+    self_key_padding_mask: Tensor | None
+    memory_key_padding_mask: Tensor | None
+    self_mask: Tensor | None
+    memory_mask: Tensor | None
+    causal: bool
 
 
 class DecoderBlock(ResidualBlock):
@@ -112,12 +134,11 @@ class DecoderBlock(ResidualBlock):
         """Args:
             x: ``(B, T, E)`` decoder input.
             memory: ``(B, S, Em)`` encoder output.
-            self_key_padding_mask: ``(B, T)`` boolean, True at decoder padding.
-            memory_key_padding_mask: ``(B, S)`` boolean, True at encoder padding.
-            self_mask: extra mask on self-attention, boolean (True = may attend) or
-                additive, broadcastable to ``(B, H, T, T)``.
-            memory_mask: the same for cross-attention, broadcastable to ``(B, H, T, S)``.
-            causal: mask the future in self-attention (the decoder's default).
+            self_key_padding_mask: see :class:`DecoderMaskArgs`.
+            memory_key_padding_mask: see :class:`DecoderMaskArgs`.
+            self_mask: see :class:`DecoderMaskArgs`.
+            memory_mask: see :class:`DecoderMaskArgs`.
+            causal: see :class:`DecoderMaskArgs`.
             need_weights: also return both attentions' weights.
             cache: ``(self_cache, cross_cache)`` for incremental decoding: ``x`` holds only
                 the new positions, earlier ones are read from ``self_cache`` (and a

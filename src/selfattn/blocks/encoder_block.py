@@ -11,9 +11,11 @@ Two sub-layers, each wrapped in a residual connection and layer normalisation:
 from __future__ import annotations
 
 import copy
+from typing import Unpack
 
 from torch import Tensor, nn
 
+from selfattn.attention.masks import MaskArgs
 from selfattn.attention.multihead import MultiHeadAttention
 from selfattn.blocks.config import BlockConfig
 from selfattn.blocks.feedforward import FeedForward
@@ -103,32 +105,24 @@ class EncoderBlock(ResidualBlock):
         self,
         x: Tensor,
         *,
-        key_padding_mask: Tensor | None = None,
-        mask: Tensor | None = None,
-        causal: bool = False,
-        window: int | None = None,
         need_weights: bool = False,
+        **masks: Unpack[MaskArgs],
     ) -> tuple[Tensor, Tensor | None]:
         """Args:
             x: ``(B, L, E)``.
-            key_padding_mask: ``(B, L)`` boolean, True at padding.
-            mask: boolean (True = may attend) or additive float mask broadcastable to
-                ``(B, H, L, L)``; e.g. a graph's :func:`~selfattn.attention.adjacency_mask`.
-            causal: each position sees only itself and earlier positions.
-            window: truncated attention to |i − j| ≤ ``window``.
             need_weights: also return the attention weights.
+            **masks: which keys each position may see, handed to the self-attention as
+                they are (:class:`~selfattn.attention.MaskArgs`: ``key_padding_mask``,
+                ``mask``, ``causal``, ``window``).
 
         Returns:
             ``(x (B, L, E), weights (B, H, L, L) or None)``.
         """
         attended, weights = self.self_attn(
             self.sublayer_input(x, self.norm1),
-            key_padding_mask=key_padding_mask,
-            mask=mask,
-            causal=causal,
-            window=window,
             need_weights=need_weights,
             average_weights=False,
+            **masks,
         )
         x = self.add_and_norm(x, self.dropout1(attended), self.norm1)
         transformed = self.feedforward(self.sublayer_input(x, self.norm2))

@@ -76,7 +76,10 @@ def autoregressive(
         model: the encoder–decoder, in eval mode.
         encoded: ``(B, S, E)`` from ``model.encode``.
         choose: picks each row's next id from its allowed log-probabilities.
-        max_len, min_len, num_extended, use_cache: see :class:`DecodeLimits`.
+        max_len: see :class:`DecodeLimits`.
+        min_len: see :class:`DecodeLimits`.
+        num_extended: see :class:`DecodeLimits`.
+        use_cache: see :class:`DecodeLimits`.
 
     Returns:
         A :class:`DecodeResult`.

@@ -31,10 +31,12 @@ real position, exactly (``tests/models/test_act.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Unpack
 
 import torch
 from torch import Tensor, nn
 
+from selfattn.attention.masks import MaskArgs
 from selfattn.models.checkpointing import run_block
 from selfattn.models.encoder import BlockStack, EncoderOutput
 from selfattn.positional.sinusoidal import sinusoidal_table
@@ -136,11 +138,8 @@ class AdaptiveDepth(nn.Module):
         self,
         x: Tensor,
         *,
-        key_padding_mask: Tensor | None = None,
-        mask: Tensor | None = None,
-        causal: bool = False,
-        window: int | None = None,
         need_weights: bool = False,
+        **masks: Unpack[MaskArgs],
     ) -> ACTOutput:
         """Args: as :meth:`~selfattn.models.encoder.BlockStack.forward`.
 
@@ -155,7 +154,7 @@ class AdaptiveDepth(nn.Module):
             signal = signal + stack.absolute.encoding(length).to(x)  # (M, L, E)
         real = (
             torch.ones(batch, length, dtype=torch.bool, device=x.device)
-            if key_padding_mask is None
+            if (key_padding_mask := masks.get("key_padding_mask")) is None
             else ~key_padding_mask
         )
         state = stack.embed_dropout(x)
@@ -170,11 +169,8 @@ class AdaptiveDepth(nn.Module):
                 stack,
                 stack.layers[step],
                 state + signal[step],
-                key_padding_mask=key_padding_mask,
-                mask=mask,
-                causal=causal,
-                window=window,
                 need_weights=need_weights,
+                **masks,
             )
             p = torch.sigmoid(self.halting(new)).squeeze(-1)  # (B, L)
             if step == self.max_steps - 1:

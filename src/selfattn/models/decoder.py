@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Unpack
 
 from torch import Tensor
 
 from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.cache import DecoderCache
-from selfattn.blocks.decoder_block import DecoderBlock
+from selfattn.blocks.decoder_block import DecoderBlock, DecoderMaskArgs
 from selfattn.models.checkpointing import run_block
 from selfattn.models.config import StackConfig
 from selfattn.models.encoder import LayerStack
@@ -74,30 +75,23 @@ class Decoder(LayerStack):
         x: Tensor,
         memory: Tensor | Sequence[Tensor],
         *,
-        self_key_padding_mask: Tensor | None = None,
-        memory_key_padding_mask: Tensor | None = None,
-        self_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        causal: bool = True,
         need_weights: bool = False,
         cache: DecoderCache | None = None,
+        **masks: Unpack[DecoderMaskArgs],
     ) -> DecoderOutput:
         """Args:
             x: ``(B, T, E)`` decoder input (already embedded).
             memory: the encoder output ``(B, S, Em)`` for every block, or a sequence of
                 ``num_layers`` such tensors, block l attending to ``memory[l]``.
-            self_key_padding_mask: ``(B, T)`` boolean, True at decoder padding.
-            memory_key_padding_mask: ``(B, S)`` boolean, True at encoder padding.
-            self_mask: extra self-attention mask (boolean, True = may attend, or additive),
-                broadcastable to ``(B, H, T, T)``.
-            memory_mask: extra cross-attention mask, broadcastable to ``(B, H, T, S)``.
-            causal: mask the future in self-attention.
             need_weights: also return every block's attention weights.
             cache: incremental decoding: ``x`` holds only the positions after the
                 ``cache.offset`` already decoded; keys and values of earlier positions
                 come from the cache, which is extended (start with an empty
                 :class:`~selfattn.attention.cache.DecoderCache`). The output equals the
                 last positions of a full recomputation over the whole prefix.
+            **masks: which positions the queries may see, the same in every block
+                (:class:`~selfattn.blocks.DecoderMaskArgs`: ``self_key_padding_mask``,
+                ``memory_key_padding_mask``, ``self_mask``, ``memory_mask``, ``causal``).
 
         Returns:
             A :class:`DecoderOutput`.
@@ -118,13 +112,9 @@ class Decoder(LayerStack):
                 layer,
                 x,
                 layer_memory,
-                self_key_padding_mask=self_key_padding_mask,
-                memory_key_padding_mask=memory_key_padding_mask,
-                self_mask=self_mask,
-                memory_mask=memory_mask,
-                causal=causal,
                 need_weights=need_weights,
                 cache=None if cache is None else cache.layer(index),
+                **masks,
             )
             hidden_states.append(x)
             if weights is not None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 from torch import Tensor, nn
 
+from selfattn.attention.masks import MaskArgs
 from selfattn.blocks.encoder_block import EncoderBlock, layer_norm
 from selfattn.kernels.base import KERNELS, build_kernel
 from selfattn.models.checkpointing import run_block
@@ -152,22 +153,15 @@ class BlockStack(LayerStack):
         self,
         x: Tensor,
         *,
-        key_padding_mask: Tensor | None = None,
-        mask: Tensor | None = None,
-        causal: bool = False,
-        window: int | None = None,
         need_weights: bool = False,
+        **masks: Unpack[MaskArgs],
     ) -> EncoderOutput:
         """Args:
             x: ``(B, L, E)`` input vectors (already embedded).
-            key_padding_mask: ``(B, L)`` boolean, True at padding.
-            mask: boolean (True = may attend) or additive mask broadcastable to
-                ``(B, H, L, L)``, e.g. a graph's adjacency; the same in every block.
-            causal: each position sees only itself and earlier ones (a Conformer's
-                convolutions too: streaming).
-            window: truncated dense attention to |i − j| ≤ ``window`` in every block
-                (with an attention kernel, put the window in the ``"window"`` kernel).
             need_weights: also return every block's attention weights.
+            **masks: which keys each position may see, the same in every block
+                (:class:`~selfattn.attention.MaskArgs`: ``key_padding_mask``, ``mask``,
+                ``causal``, ``window``).
 
         Returns:
             An :class:`EncoderOutput`.
@@ -178,16 +172,7 @@ class BlockStack(LayerStack):
         hidden_states = [x]
         attentions: list[Tensor] = []
         for layer in self.layers:
-            x, weights = run_block(
-                self,
-                layer,
-                x,
-                key_padding_mask=key_padding_mask,
-                mask=mask,
-                causal=causal,
-                window=window,
-                need_weights=need_weights,
-            )
+            x, weights = run_block(self, layer, x, need_weights=need_weights, **masks)
             hidden_states.append(x)
             if weights is not None:
                 attentions.append(weights)

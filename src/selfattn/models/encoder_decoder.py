@@ -17,7 +17,7 @@ their options and inputs.
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypedDict, Unpack, cast
 
 import torch
 from torch import Tensor, nn
@@ -29,6 +29,23 @@ from selfattn.models.seq2seq_outputs import (
     Seq2SeqOutput,
 )
 from selfattn.specials import NUM_SPECIALS, PAD_ID, UNK_ID
+
+
+class DecodeFlags(TypedDict, total=False):
+    """The teacher-forcing keywords of ``decode``, ``decode_states`` and
+    ``decoder_states``, handed on as they are.
+
+    Attributes:
+        target_padding: ``(B, T)`` True at padding (all positions so far when caching);
+            default none.
+        causal: mask the future (default True; False for non-autoregressive decoding,
+            which the RNN encoder–decoder refuses).
+        need_weights: also return the attention weights of every layer; default False.
+    """
+
+    target_padding: Tensor | None
+    causal: bool
+    need_weights: bool
 
 
 class DecodingState(Protocol):
@@ -72,14 +89,23 @@ class EncoderDecoder(Protocol):
         target_in: Tensor,
         encoded: EncodedSource,
         *,
-        target_padding: Tensor | None = None,
         cache: Any = None,
-        causal: bool = True,
-        need_weights: bool = False,
         num_extended: int = 0,
+        **flags: Unpack[DecodeFlags],
     ) -> Seq2SeqOutput:
-        """Next-token log-probabilities ``(B, T, V)`` for every position of ``target_in``;
-        with ``cache`` (from :meth:`new_cache`) ``target_in`` holds the new positions only."""
+        """Next-token log-probabilities ``(B, T, V)`` for every position of ``target_in``.
+
+        Args:
+            target_in: ``(B, T)`` decoder input ids (BOS, y₁, …).
+            encoded: from :meth:`encode`.
+            cache: incremental decoding (from :meth:`new_cache`, carried between calls);
+                ``target_in`` then holds only the new positions.
+            num_extended: copy mode: size of the batch's out-of-vocabulary extension.
+            **flags: :class:`DecodeFlags`.
+
+        Returns:
+            A :class:`~selfattn.models.seq2seq_outputs.Seq2SeqOutput`.
+        """
         ...
 
     def new_cache(self, capacity: int) -> DecodingState:
@@ -169,13 +195,7 @@ class EncoderDecoderModule(nn.Module):
             )
 
     def decode_states(
-        self,
-        target_in: Tensor,
-        encoded: EncodedSource,
-        *,
-        target_padding: Tensor | None = None,
-        causal: bool = True,
-        need_weights: bool = False,
+        self, target_in: Tensor, encoded: EncodedSource, **flags: Unpack[DecodeFlags]
     ) -> DecoderStates:
         """A teacher-forced ``decode`` (no cache) up to the inputs of the vocabulary
         projection ``out_proj``, for a loss that applies the projection itself
@@ -183,24 +203,10 @@ class EncoderDecoderModule(nn.Module):
         output = getattr(self, "output", "vocab")
         if output != "vocab":
             raise ValueError(f"decode_states is the vocabulary output's, not {output!r}'s")
-        return self.decoder_states(
-            target_in,
-            encoded,
-            None,
-            self_key_padding_mask=target_padding,
-            causal=causal,
-            need_weights=need_weights,
-        )
+        return self.decoder_states(target_in, encoded, None, **flags)
 
     def decoder_states(
-        self,
-        target_in: Tensor,
-        encoded: EncodedSource,
-        cache: Any,
-        *,
-        self_key_padding_mask: Tensor | None = None,
-        causal: bool = True,
-        need_weights: bool = False,
+        self, target_in: Tensor, encoded: EncodedSource, cache: Any, **flags: Unpack[DecodeFlags]
     ) -> DecoderStates:
         """:meth:`decode_states` and ``decode`` up to ``out_proj``, with ``cache``."""
         raise NotImplementedError

@@ -30,7 +30,7 @@ non-autoregressive pass: an RNN decoder reads its outputs left to right.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Unpack
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +40,7 @@ from selfattn.attention.alignment import AlignmentConfig
 from selfattn.attention.match import RNN_SCORES as RNN_SCORES  # re-exported
 from selfattn.attention.match import MatchAttention
 from selfattn.models.encoder_decoder import (
+    DecodeFlags,
     EncoderDecoderModule,
     check_shared_embeddings,
     check_source_input,
@@ -240,34 +241,17 @@ class RNNSeq2Seq(EncoderDecoderModule):
         target_in: Tensor,
         encoded: EncodedSource,
         *,
-        target_padding: Tensor | None = None,
         cache: RecurrentState | None = None,
-        causal: bool = True,
-        need_weights: bool = False,
         num_extended: int = 0,
+        **flags: Unpack[DecodeFlags],
     ) -> Seq2SeqOutput:
-        """Next-token log-probabilities for every position of ``target_in``.
-
-        Args:
-            target_in: ``(B, T)`` decoder input ids (BOS, y₁, …).
-            encoded: from :meth:`encode`.
-            target_padding: ``(B, T)`` True at padding; an RNN reads left to right, so
-                padding after a row's end changes none of its real positions.
-            cache: a :class:`RecurrentState` (:meth:`new_cache`) carried between calls;
-                ``target_in`` then holds only the new positions.
-            causal: must be True (no non-autoregressive pass).
-            need_weights: also return the attention α̂ as ``cross_attentions``: one
-                "layer" of one head, ``(B, 1, T, S)``.
-            num_extended: must be 0 (no copy output).
-
-        Returns:
-            A :class:`Seq2SeqOutput`.
-        """
+        """:meth:`EncoderDecoder.decode <selfattn.models.encoder_decoder.EncoderDecoder.decode>`
+        by the RNN: ``cache`` is a :class:`RecurrentState`, whose size does not grow;
+        ``num_extended`` must be 0 (no copy output); :meth:`decoder_states` reads
+        ``flags``."""
         if num_extended:
             raise ValueError("the RNN encoder–decoder has no copy output (num_extended > 0)")
-        states = self.decoder_states(
-            target_in, encoded, cache, causal=causal, need_weights=need_weights
-        )
+        states = self.decoder_states(target_in, encoded, cache, **flags)
         logits = self.out_proj(states.hidden)
         return Seq2SeqOutput(
             F.log_softmax(score_precision(logits), dim=-1),
@@ -280,12 +264,16 @@ class RNNSeq2Seq(EncoderDecoderModule):
         encoded: EncodedSource,
         cache: RecurrentState | None,
         *,
-        self_key_padding_mask: Tensor | None = None,
+        target_padding: Tensor | None = None,
         causal: bool = True,
         need_weights: bool = False,
     ) -> DecoderStates:
-        """The (dropped-out) attentional vectors ``(B, T, E)`` that ``out_proj`` reads; the
-        padding changes nothing (see :meth:`decode`)."""
+        """The (dropped-out) attentional vectors ``(B, T, E)`` that ``out_proj`` reads.
+
+        ``target_padding`` changes nothing: an RNN reads left to right, so padding after a
+        row's end changes none of its real positions. ``causal`` must be True (no
+        non-autoregressive pass). ``need_weights``: the attention α̂ as
+        ``cross_attentions``, one "layer" of one head, ``(B, 1, T, S)``."""
         if not causal:
             raise ValueError(
                 "the RNN decoder reads its outputs left to right: no non-autoregressive pass"

@@ -29,7 +29,7 @@ In pointer mode id ``NUM_SPECIALS + j`` means source position j.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Unpack
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +42,7 @@ from selfattn.models.conformer import Conformer
 from selfattn.models.decoder import Decoder, DecoderOutput
 from selfattn.models.encoder import BlockStack, Encoder
 from selfattn.models.encoder_decoder import (
+    DecodeFlags,
     EncoderDecoderModule,
     check_shared_embeddings,
     check_source_input,
@@ -261,49 +262,34 @@ class Seq2SeqTransformer(EncoderDecoderModule):
         target_in: Tensor,
         encoded: EncodedSource,
         *,
-        target_padding: Tensor | None = None,
         cache: DecoderCache | None = None,
-        causal: bool = True,
-        need_weights: bool = False,
         num_extended: int = 0,
+        **flags: Unpack[DecodeFlags],
     ) -> Seq2SeqOutput:
-        """Next-token log-probabilities for every position of ``target_in``.
-
-        Args:
-            target_in: ``(B, T)`` decoder input ids (BOS, y₁, …).
-            encoded: from :meth:`encode`.
-            target_padding: ``(B, T)`` True at padding (all positions so far when caching).
-            cache: incremental decoding; ``target_in`` then holds only the new positions.
-            causal: mask the future (False for non-autoregressive decoding).
-            need_weights: also return the self- and cross-attention weights of every layer.
-            num_extended: copy mode: size of the batch's out-of-vocabulary extension.
-
-        Returns:
-            A :class:`Seq2SeqOutput`.
-        """
-        x, out = self._run_decoder(
-            target_in,
-            encoded,
-            cache,
-            self_key_padding_mask=target_padding,
-            causal=causal,
-            need_weights=need_weights,
-        )
+        """:meth:`EncoderDecoder.decode <selfattn.models.encoder_decoder.EncoderDecoder.decode>`
+        by the Transformer decoder: ``cache`` is a growing
+        :class:`~selfattn.attention.cache.DecoderCache`; ``need_weights`` returns the
+        self- and cross-attention weights of every layer."""
+        x, out = self._run_decoder(target_in, encoded, cache, **flags)
         result = self._output_layer(out.last_hidden_state, x, encoded, num_extended, cache)
         result.cross_attentions = out.cross_attentions
         result.self_attentions = out.self_attentions
         return result
 
     def decoder_states(
-        self, target_in: Tensor, encoded: EncodedSource, cache: Any, **flags: Any
+        self, target_in: Tensor, encoded: EncodedSource, cache: Any, **flags: Unpack[DecodeFlags]
     ) -> DecoderStates:
         _, out = self._run_decoder(target_in, encoded, cache, **flags)
         return DecoderStates(out.last_hidden_state, out.cross_attentions, out.self_attentions)
 
     def _run_decoder(
-        self, target_in: Tensor, encoded: EncodedSource, cache: DecoderCache | None, **flags: Any
+        self,
+        target_in: Tensor,
+        encoded: EncodedSource,
+        cache: DecoderCache | None,
+        **flags: Unpack[DecodeFlags],
     ) -> tuple[Tensor, DecoderOutput]:
-        """The decoder's inputs ``(B, T, E)`` and output; ``flags``: the decoder's keywords."""
+        """The decoder's inputs ``(B, T, E)`` and output."""
         offset = 0 if cache is None else cache.offset
         self.check_target_in(target_in, encoded, offset)
         x = self.embed_target(target_in, encoded)
@@ -311,7 +297,13 @@ class Seq2SeqTransformer(EncoderDecoderModule):
         memory_padding = encoded.padding if cache is None else cache.memory_mask(encoded.padding)
         memory = encoded.memories if encoded.memories is not None else encoded.memory
         return x, self.decoder(
-            x, memory, memory_key_padding_mask=memory_padding, cache=cache, **flags
+            x,
+            memory,
+            memory_key_padding_mask=memory_padding,
+            cache=cache,
+            self_key_padding_mask=flags.get("target_padding"),
+            causal=flags.get("causal", True),
+            need_weights=flags.get("need_weights", False),
         )
 
     def _output_layer(

@@ -37,7 +37,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 import torch
 from torch import nn
@@ -87,30 +87,29 @@ TIMING_KEYS = ("tokens_per_s", "seconds")
 LOSS_SECONDS = 1.0
 
 
+class TrainerOptions(TypedDict, total=False):
+    """The keywords :func:`train` hands to :class:`Trainer` as they are (see there):
+    ``objective`` (required), ``vocabs``, ``progress``, ``attention``."""
+
+    objective: Required[Objective]
+    vocabs: dict[str, Any] | None
+    progress: bool | ProgressMode
+    attention: AttentionProbe | None
+
+
 def train(
     config: Config,
     spec: TaskSpec,
     train_batches: TrainBatches,
     dev_batches: DevBatches | None = None,
     *,
-    objective: Objective,
-    vocabs: dict[str, Any] | None = None,
     resume: bool = False,
     overwrite: bool = False,
-    progress: bool | ProgressMode = True,
-    attention: AttentionProbe | None = None,
+    **options: Unpack[TrainerOptions],
 ) -> TrainResult:
-    """Train the model ``objective`` builds for ``spec``; see :class:`Trainer`."""
-    trainer = Trainer(
-        config,
-        spec,
-        train_batches,
-        dev_batches,
-        objective=objective,
-        vocabs=vocabs,
-        progress=progress,
-        attention=attention,
-    )
+    """Train the model ``options["objective"]`` builds for ``spec``; see :class:`Trainer`
+    (``resume`` and ``overwrite``: :meth:`Trainer.run`)."""
+    trainer = Trainer(config, spec, train_batches, dev_batches, **options)
     return trainer.run(resume=resume, overwrite=overwrite)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Unpack
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +25,7 @@ from torch import Tensor
 
 from selfattn.config.sections import Config, FusedSetting
 from selfattn.data.batching.seq2seq_collate import Seq2SeqBatch
+from selfattn.models.encoder_decoder import DecodeFlags
 from selfattn.models.seq2seq import BOS_ID, PAD_ID, EncodedSource
 from selfattn.models.seq2seq_builder import Seq2SeqModel
 from selfattn.models.seq2seq_options import Seq2SeqConfig
@@ -153,21 +155,14 @@ class Seq2SeqObjective:
         encoded: EncodedSource,
         target_out: Tensor,
         *,
-        target_padding: Tensor | None = None,
-        causal: bool = True,
-        need_weights: bool = False,
         num_extended: int = 0,
+        **flags: Unpack[DecodeFlags],
     ) -> tuple[Seq2SeqOutput | DecoderStates, Tensor]:
         """Decode ``target_in`` (teacher forcing) and score ``target_out``: the decoder's
-        output (its attention maps) and the label-smoothed NLL, fused or plain."""
+        output (its attention maps) and the label-smoothed NLL, fused or plain; ``flags``:
+        :class:`~selfattn.models.encoder_decoder.DecodeFlags`."""
         if self.fuses(model):
-            states = model.decode_states(
-                target_in,
-                encoded,
-                target_padding=target_padding,
-                causal=causal,
-                need_weights=need_weights,
-            )
+            states = model.decode_states(target_in, encoded, **flags)
             projection = model.out_proj
             assert projection is not None
             return states, linear_cross_entropy(
@@ -177,14 +172,7 @@ class Seq2SeqObjective:
                 target_out,
                 label_smoothing=self.label_smoothing,
             )
-        out = model.decode(
-            target_in,
-            encoded,
-            target_padding=target_padding,
-            causal=causal,
-            need_weights=need_weights,
-            num_extended=num_extended,
-        )
+        out = model.decode(target_in, encoded, num_extended=num_extended, **flags)
         nll = sequence_nll(
             out.log_probs,
             target_out,
