@@ -208,9 +208,9 @@ def _zero_empty_rows(out: Tensor, allowed: Tensor | None, bias: Tensor | None) -
         return out
     has_key = allowed.any(dim=-1, keepdim=True)
     # Usually every query has a key: on CPU, checking is free and saves a pass over the
-    # output (forward and backward); on a GPU it would cost a synchronisation, and an
-    # exported graph cannot branch on values.
-    if out.device.type == "cpu" and not torch.compiler.is_exporting() and bool(has_key.all()):
+    # output (forward and backward); on a GPU it would cost a synchronisation, and a
+    # compiled or exported graph cannot branch on values (its compiler fuses the pass).
+    if out.device.type == "cpu" and not torch.compiler.is_compiling() and bool(has_key.all()):
         return out
     return torch.where(has_key, out, 0.0)
 
@@ -231,7 +231,7 @@ def _fused(
     scale: float,
 ) -> Tensor:
     num_queries, num_keys = q.shape[-2], k.shape[-2]
-    gqa = q.shape[1] != k.shape[1]
+    gqa = bool(q.shape[1] != k.shape[1])  # a plain bool under symbolic shapes too
     plain_causal = (
         causal
         and num_queries == num_keys

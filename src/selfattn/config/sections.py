@@ -31,6 +31,17 @@ MAX_LR = 10.0
 #: The longest ``data.max_len``: positional tables are sized by it, and a million
 #: positions is past any shipped task (LRA's longest is 16K).
 MAX_LEN = 2**20
+#: The architectures ``train.compile`` (and ``--compile``) refuses, and why: their forward
+#: steps through the sequence in Python, so every length would be a graph of its own.
+NOT_COMPILED: dict[str, str] = {}
+
+
+def check_compiles(architecture: str, asked: str = "train.compile = true") -> None:
+    """Refuse an architecture of :data:`NOT_COMPILED` in one line naming ``asked`` (the
+    field or flag that asked for compiling) and why."""
+    why = NOT_COMPILED.get(architecture)
+    if why is not None:
+        raise ValueError(f"{asked}: architecture {architecture!r} does not compile: {why}")
 
 
 @dataclass(frozen=True)
@@ -186,6 +197,12 @@ class TrainConfig:
             either way.
         tensorboard_images: draw the attention maps of one fixed dev example into the
             TensorBoard events every this many epochs; ``0``: never.
+        compile: train the model compiled by ``torch.compile`` (Inductor's fused kernels;
+            :mod:`selfattn.train.compile`): its forward and backward, with dynamic batch
+            size and length so that new lengths do not recompile. The first steps wait
+            for the compiler (the console says how long). Checkpoints are those of an
+            eager run. An architecture that does not compile (:data:`NOT_COMPILED`) is
+            refused when the configuration is read.
     """
 
     epochs: int = 10
@@ -221,6 +238,7 @@ class TrainConfig:
     nan_policy: NanPolicy = "stop"
     tensorboard: bool = True
     tensorboard_images: int = 1
+    compile: bool = False
 
     def __post_init__(self) -> None:
         check_sequence_fields(self)
@@ -248,3 +266,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     seq2seq: Seq2SeqConfig = field(default_factory=Seq2SeqConfig)
     run_dir: Path = Path("runs/run")
+
+    def __post_init__(self) -> None:
+        if self.train.compile:
+            check_compiles(self.model.architecture)
