@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from torch import nn
 
 from selfattn.config.sections import check_compiles
+from selfattn.models.linear_layers import use_linear_layers
 
 #: ``torch.compile``'s backend: Inductor generates fused C++ (CPU, OpenMP) or Triton (CUDA)
 #: kernels. Tests set ``"aot_eager"`` (the same graphs, traced forward and backward, run by
@@ -56,6 +57,9 @@ def compile_model(model: nn.Module, architecture: str, asked: str = "train.compi
             naming ``asked``, the field or flag that asked, and why).
     """
     check_compiles(architecture, asked)
+    # oneDNN's linear (model.linear_layers) is an autograd function of its own that
+    # Inductor cannot lower; F.linear it can (same parameters, same state-dict keys).
+    use_linear_layers(model, "torch")
     for part in compiled_parts(model):
         part.compile(backend=BACKEND, dynamic=DYNAMIC)
 
