@@ -31,9 +31,16 @@ MAX_LR = 10.0
 #: The longest ``data.max_len``: positional tables are sized by it, and a million
 #: positions is past any shipped task (LRA's longest is 16K).
 MAX_LEN = 2**20
-#: The architectures ``train.compile`` (and ``--compile``) refuses, and why: their forward
-#: steps through the sequence in Python, so every length would be a graph of its own.
-NOT_COMPILED: dict[str, str] = {}
+#: The architectures ``train.compile`` (and ``--compile``) refuses, and why (each was
+#: tried; the others train compiled with a bounded number of graphs).
+NOT_COMPILED: dict[str, str] = {
+    "lstm": "torch.compile leaves PyTorch's nn.LSTM eager, which is all of this model "
+    "(nothing to compile)",
+    "ntm": "its controller reads and writes the memory one step at a time in a Python "
+    "loop, so every sequence length unrolls into a graph of its own",
+    "rnn": "torch.compile leaves PyTorch's recurrent layers (its encoder and decoder) "
+    "eager, and input feeding steps through the target in a Python loop",
+}
 
 
 def check_compiles(architecture: str, asked: str = "train.compile = true") -> None:

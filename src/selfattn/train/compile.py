@@ -53,8 +53,9 @@ def compile_model(model: nn.Module, architecture: str, asked: str = "train.compi
     compiles it.
 
     Raises:
-        ValueError: ``architecture`` does not compile (:data:`~selfattn.config.sections.NOT_COMPILED`: one line
-            naming ``asked``, the field or flag that asked, and why).
+        ValueError: ``architecture`` does not compile
+            (:data:`~selfattn.config.sections.NOT_COMPILED`): one line naming ``asked``,
+            the field or flag that asked, and why.
     """
     check_compiles(architecture, asked)
     # oneDNN's linear (model.linear_layers) is an autograd function of its own that

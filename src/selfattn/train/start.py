@@ -23,8 +23,8 @@ from torch import nn
 from selfattn.config import Config, config_to_toml
 from selfattn.models.checkpointing import enable_activation_checkpointing
 from selfattn.models.spec import TaskSpec
-from selfattn.train.compile import CompileWatch, compile_model
 from selfattn.train.checkpoint import Checkpoint, load_checkpoint, write_atomic
+from selfattn.train.compile import CompileWatch, compile_model
 from selfattn.train.distributed import Distributed, check_world_size
 from selfattn.train.init_from import load_initial_weights
 from selfattn.train.loop_state import LoopState, Parts
