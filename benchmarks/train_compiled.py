@@ -52,6 +52,7 @@ from selfattn.datatypes import Batch
 from selfattn.runtime import machine_busy_seconds
 from selfattn.train import compile as compiling
 from train_throughput import (  # the sibling script's models and step
+    FOREIGN_LOAD_NOTE,
     SIZES,
     Size,
     build_hf,
@@ -65,7 +66,6 @@ SIDES = ("ours", "ours compiled", "hf", "hf compiled")
 #: ``--clock``: wall time, or this process's CPU time (at one thread a busy machine's other
 #: processes then count far less; at N threads it is the work of all N, not the latency).
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
-FOREIGN_LOAD_NOTE = 0.3  # cores used by other processes above which a row is marked noisy
 
 
 def matmul_peak(clock: Callable[[], float], seconds: float = 1.0) -> float:
@@ -231,15 +231,19 @@ def print_row(name: str, threads: int, row: dict[str, Any], peak: float) -> None
     ]
     if row["foreign"] > FOREIGN_LOAD_NOTE:
         notes.append(f"noisy: other processes used {row['foreign']:.1f} cores")
-    print(
-        f"{name:>5} {threads:>3} {r['ours']:>6.0f} {r['ours compiled']:>7.0f} {r['hf']:>6.0f} "
-        f"{r['hf compiled']:>6.0f} {r['ours compiled'] / r['hf']:>9.2f} "
-        f"{r['ours compiled'] / r['ours']:>11.2f} {r['ours compiled'] / r['hf compiled']:>10.2f} "
-        f"{r['hf compiled'] / r['hf']:>7.2f} "
-        f"{c['ours compiled']:>8.1f}/{c['hf compiled']:<9.1f} {peak / 1e9:>13.1f} "
-        f"{shares:>20}  " + "; ".join(notes),
-        flush=True,
-    )
+    cells = [
+        f"{name:>5}",
+        f"{threads:>3}",
+        *(f"{r[side]:>{width}.0f}" for side, width in zip(SIDES, (6, 7, 6, 6), strict=True)),
+        f"{r['ours compiled'] / r['hf']:>9.2f}",
+        f"{r['ours compiled'] / r['ours']:>11.2f}",
+        f"{r['ours compiled'] / r['hf compiled']:>10.2f}",
+        f"{r['hf compiled'] / r['hf']:>7.2f}",
+        f"{c['ours compiled']:>8.1f}/{c['hf compiled']:<9.1f}",
+        f"{peak / 1e9:>13.1f}",
+        f"{shares:>20}",
+    ]
+    print(" ".join(cells) + "  " + "; ".join(notes), flush=True)
 
 
 if __name__ == "__main__":
