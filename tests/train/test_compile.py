@@ -132,6 +132,8 @@ def test_eval_and_predict_compiled_give_the_eager_answers(
     for key, value in metrics.items():
         assert value == (pytest.approx(eager_metrics[key], rel=1e-5) if key != "split" else "dev")
     assert prediction.split()[0] == eager_prediction.split()[0]  # the label, then its probability
+    exit_eval = ["eval", str(run), "--exit-threshold", "0.5", "--compile"]
+    assert "early-exit evaluation runs its model eager" in one_line_error(capsys, exit_eval)
 
 
 def test_train_compile_is_a_checked_boolean(tmp_path: Path) -> None:
@@ -158,3 +160,14 @@ def test_an_architecture_that_does_not_compile_is_refused_in_one_line(
     assert "train.compile" in error
     with pytest.raises(ValueError, match="--compile: architecture"):
         compiling.compile_model(torch.nn.Linear(1, 1), architecture, "--compile")
+
+
+def test_compile_for_inference_refuses_an_encoder_decoder() -> None:
+    """Decoding runs the decoder step by step through its cache: eager, in one line."""
+    from selfattn.models.encoder_decoder import EncoderDecoderModule
+
+    model = EncoderDecoderModule.__new__(EncoderDecoderModule)
+    torch.nn.Module.__init__(model)
+    with pytest.raises(ValueError, match="--compile: a seq2seq model") as error:
+        compiling.compile_for_inference(model, "transformer")
+    assert "\n" not in str(error.value)

@@ -144,8 +144,17 @@ def compile_for_inference(model: nn.Module, architecture: str) -> CompileWatch:
     watch that says what compiling cost once the inputs have run.
 
     Raises:
-        ValueError: ``architecture`` does not compile.
+        ValueError: ``architecture`` does not compile; an encoder–decoder (its decoding
+            steps the decoder through a key/value cache and packed weights, which
+            ``torch.compile`` does not trace: tried, it fails inside the compiler).
     """
+    from selfattn.models.encoder_decoder import EncoderDecoderModule
+
+    if isinstance(model, EncoderDecoderModule):
+        raise ValueError(
+            "--compile: a seq2seq model decodes step by step through a key/value cache, "
+            "which runs eager (train.compile compiles its training)"
+        )
     watch = CompileWatch.start()
     compile_model(model, architecture, "--compile")
     return watch
