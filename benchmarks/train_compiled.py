@@ -184,6 +184,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="padded lengths of the steps run after timing, to count recompilations",
     )
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument(
+        "--static",
+        action="store_true",
+        help="compile both sides with dynamic=None (the first shape static) instead of "
+        "train.compile's dynamic shapes",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny, 8x32, 2 steps, 1 thread")
     args = parser.parse_args(argv)
     if args.quick:
@@ -195,6 +201,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import transformers
+
+    if args.static:
+        compiling.DYNAMIC = None
 
     batch, length = (int(v) for v in args.shape.lower().split("x"))
     print(
