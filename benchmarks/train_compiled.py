@@ -31,6 +31,7 @@ Usage::
 
     python benchmarks/train_compiled.py            # d256 + d512, 32x128, 1 and 2 threads
     python benchmarks/train_compiled.py --sizes d256 --threads 1 --steps 5
+    python benchmarks/train_compiled.py --sizes d256 --threads 1 --steps 2 --profile
     python benchmarks/train_compiled.py --quick    # tiny, 8x32, 2 steps, 1 thread
 """
 
@@ -156,6 +157,12 @@ def measure(args: argparse.Namespace, size: Size, batch: int, length: int) -> di
         for other in args.bucket_lengths:
             steps[side](make_batches(1, batch, other, args.vocab, generator)[0])
         bucketed[side] = watch.graphs
+    if args.profile:  # where one step of each of ours goes, by operator
+        for side in ("ours", "ours compiled"):
+            with torch.profiler.profile() as profile:
+                steps[side](batches[-1])
+            table = profile.key_averages().table(sort_by="self_cpu_time_total", row_limit=8)
+            print(f"profile of one step, {side}:\n{table}", flush=True)
     flop_per_token = statistics.mean(f / n for f, n in zip(flops, tokens, strict=True))
     return {
         "rates": {side: statistics.median(rates[side]) for side in SIDES},
@@ -189,6 +196,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="compile both sides with dynamic=None (the first shape static) instead of "
         "train.compile's dynamic shapes",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print torch.profiler's operators of one step of ours eager and compiled",
     )
     parser.add_argument("--quick", action="store_true", help="tiny, 8x32, 2 steps, 1 thread")
     args = parser.parse_args(argv)
