@@ -208,9 +208,9 @@ def _zero_empty_rows(out: Tensor, allowed: Tensor | None, bias: Tensor | None) -
         return out
     has_key = allowed.any(dim=-1, keepdim=True)
     # Usually every query has a key: on CPU, checking is free and saves a pass over the
-    # output (forward and backward); on a GPU it would cost a synchronisation, and an
-    # exported graph cannot branch on values.
-    if out.device.type == "cpu" and not torch.compiler.is_exporting() and bool(has_key.all()):
+    # output (forward and backward); on a GPU it would cost a synchronisation, and a
+    # compiled or exported graph cannot branch on values (its compiler fuses the pass).
+    if out.device.type == "cpu" and not torch.compiler.is_compiling() and bool(has_key.all()):
         return out
     return torch.where(has_key, out, 0.0)
 
@@ -231,7 +231,7 @@ def _fused(
     scale: float,
 ) -> Tensor:
     num_queries, num_keys = q.shape[-2], k.shape[-2]
-    gqa = q.shape[1] != k.shape[1]
+    gqa = bool(q.shape[1] != k.shape[1])  # a plain bool under symbolic shapes too
     plain_causal = (
         causal
         and num_queries == num_keys
@@ -304,9 +304,10 @@ def _attend_block(
         # (softmax(-inf, …) = NaN), needs its masked weights zeroed after normalising.
         # Skipping these two full-size passes when neither applies halves the masking
         # cost of long CPU training steps (attention dropout takes this path there).
-        # An exported graph cannot branch on values: it always refills (same output).
+        # A compiled or exported graph cannot branch on values: it always refills (same
+        # output).
         refill = (
-            normalizer is not softmax or torch.compiler.is_exporting() or not bool(has_key.all())
+            normalizer is not softmax or torch.compiler.is_compiling() or not bool(has_key.all())
         )
         if refill:
             # Finite scores for key-less rows; their weights are zeroed below, so their
@@ -361,9 +362,9 @@ def _chunked(
         and any(t.requires_grad for t in (q, k, v))
     )
     outputs, all_weights = [], []
-    # Chunks only save memory; an exported graph with a dynamic length is one block (its
-    # chunk count would depend on the length).
-    exporting = torch.compiler.is_exporting()
+    # Chunks only save memory; a compiled or exported graph with a dynamic length is one
+    # block (its chunk count would depend on the length).
+    exporting = torch.compiler.is_compiling()
     starts = [0] if exporting else range(0, num_queries, chunk_size)
     for start in starts:
         stop = num_queries if exporting else min(num_queries, start + chunk_size)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from selfattn.api import load
+from selfattn.cli.compile_flag import add_compile_argument, compiled, report_compiled
 from selfattn.cli.exit_cmd import add_exit_arguments, exit_requested, run_exit_eval
 from selfattn.cli.whisper_cmd import (
     add_whisper_arguments,
@@ -226,6 +227,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
+    add_compile_argument(parser)
     parser.add_argument(
         "--batch-size",
         type=int,
@@ -305,10 +307,14 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.data is None:
         args.split = args.split or "test"
     if exit_requested(args):
+        if args.compile:
+            raise ValueError("--compile: early-exit evaluation runs its model eager")
         return run_exit_eval(args, options)
     model = load(args.checkpoint)
+    watch = compiled(model.predictor, args)
     scored: str | Path = args.split if args.data is None else args.data  # a Path: a file
     metrics = model.evaluate(scored, format=args.format, truncate=args.truncate, **options)
+    report_compiled(watch, "eval")
     where = {"split": args.split} if args.data is None else {"data": str(args.data)}
     report = {**where, **metrics}
     if report.get("truncated"):
@@ -337,6 +343,7 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("text", metavar="INPUT", help=INPUT_HELP)
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
+    add_compile_argument(parser)
     add_whisper_arguments(parser)
 
 
@@ -359,11 +366,15 @@ def run_predict(args: argparse.Namespace) -> int:
     of a recording."""
     options = decoding_options(args)
     if is_whisper_checkpoint(args.checkpoint):
+        if args.compile:
+            raise ValueError("--compile: a Whisper checkpoint runs eager")
         return run_whisper_predict(args, options)
     refuse_whisper_arguments(args)
     predictor = Predictor(args.checkpoint)
+    watch = compiled(predictor, args)
     for example in predictor.read(args.text, command="predict"):
         print(predictor.predict(fitted(predictor, example, args), **options))
+    report_compiled(watch, "predict")
     return 0
 
 

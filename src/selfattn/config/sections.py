@@ -31,6 +31,24 @@ MAX_LR = 10.0
 #: The longest ``data.max_len``: positional tables are sized by it, and a million
 #: positions is past any shipped task (LRA's longest is 16K).
 MAX_LEN = 2**20
+#: The architectures ``train.compile`` (and ``--compile``) refuses, and why (each was
+#: tried; the others train compiled with a bounded number of graphs).
+NOT_COMPILED: dict[str, str] = {
+    "lstm": "torch.compile leaves PyTorch's nn.LSTM eager, which is all of this model "
+    "(nothing to compile)",
+    "ntm": "its controller reads and writes the memory one step at a time in a Python "
+    "loop, so every sequence length unrolls into a graph of its own",
+    "rnn": "torch.compile leaves PyTorch's recurrent layers (its encoder and decoder) "
+    "eager, and input feeding steps through the target in a Python loop",
+}
+
+
+def check_compiles(architecture: str, asked: str = "train.compile = true") -> None:
+    """Refuse an architecture of :data:`NOT_COMPILED` in one line naming ``asked`` (the
+    field or flag that asked for compiling) and why."""
+    why = NOT_COMPILED.get(architecture)
+    if why is not None:
+        raise ValueError(f"{asked}: architecture {architecture!r} does not compile: {why}")
 
 
 @dataclass(frozen=True)
@@ -196,6 +214,12 @@ class TrainConfig:
             of at least :data:`~selfattn.train.fused_ce.AUTO_MIN_VOCAB` ids). Only the
             vocabulary output's loss is a cross-entropy of one projection's logits:
             ``on`` is refused for the pointer and copy outputs and for other task types.
+        compile: train the model compiled by ``torch.compile`` (Inductor's fused kernels;
+            :mod:`selfattn.train.compile`): its forward and backward, with dynamic batch
+            size and length so that new lengths do not recompile. The first steps wait
+            for the compiler (the console says how long). Checkpoints are those of an
+            eager run. An architecture that does not compile (:data:`NOT_COMPILED`) is
+            refused when the configuration is read.
     """
 
     epochs: int = 10
@@ -232,6 +256,7 @@ class TrainConfig:
     tensorboard: bool = True
     tensorboard_images: int = 1
     fused_cross_entropy: FusedSetting = "auto"
+    compile: bool = False
 
     def __post_init__(self) -> None:
         check_sequence_fields(self)
@@ -259,3 +284,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     seq2seq: Seq2SeqConfig = field(default_factory=Seq2SeqConfig)
     run_dir: Path = Path("runs/run")
+
+    def __post_init__(self) -> None:
+        if self.train.compile:
+            check_compiles(self.model.architecture)

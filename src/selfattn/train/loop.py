@@ -266,6 +266,10 @@ class Trainer:
             epoch_started = time.monotonic()
             batches = batches_to_train(started, epoch, self.train_batches)
             line = self._epoch(parts, batches, state)
+            if started.compiled is not None and not started.compiled.reported:
+                # The first epoch compiled the training and evaluation graphs.
+                self._console.say(started.compiled.line())
+                started.compiled.reported = True
             started.history.append(line)
             # Metrics first: a crash before `last` is saved re-runs this epoch, and the
             # resumed run drops the lines of epochs later than its checkpoint.

@@ -24,6 +24,7 @@ from selfattn.config import Config, config_to_toml
 from selfattn.models.checkpointing import enable_activation_checkpointing
 from selfattn.models.spec import TaskSpec
 from selfattn.train.checkpoint import Checkpoint, load_checkpoint, write_atomic
+from selfattn.train.compile import CompileWatch, compile_model
 from selfattn.train.distributed import Distributed, check_world_size
 from selfattn.train.init_from import load_initial_weights
 from selfattn.train.loop_state import LoopState, Parts
@@ -56,6 +57,7 @@ class Started:
         first_epoch: a new run's first epoch of batches (drawn for its length).
         initialised_from: where ``train.init_from`` took the weights from, if it did.
         trained_by: processes that trained the run before it was resumed.
+        compiled: what compiling the model costs (``train.compile``), else ``None``.
     """
 
     parts: Parts
@@ -66,6 +68,7 @@ class Started:
     first_epoch: Iterable[Any] | None = None
     initialised_from: Path | None = None
     trained_by: int = 1
+    compiled: CompileWatch | None = None
 
 
 def start_run(
@@ -100,6 +103,10 @@ def start_run(
     model, initialised_from = model_to_train(
         objective, config, spec, vocabs, device, fresh=last is None
     )
+    compiled = None
+    if train_config.compile:  # in place: the model's state_dict keys stay an eager run's
+        compiled = CompileWatch.start()
+        compile_model(model, config.model.architecture)
     loss = dist.wrap(model, objective)  # FSDP shards: the optimizer comes after
     optimizer = build_optimizer(model, train_config)
     # float16's small range needs the loss scaled up; bf16 keeps float32's range
@@ -135,6 +142,7 @@ def start_run(
         first_epoch=first_epoch,
         initialised_from=initialised_from,
         trained_by=trained_by,
+        compiled=compiled,
     )
 
 

@@ -1,0 +1,173 @@
+"""Compiled training (``train.compile = true``) and ``--compile`` on eval / predict: the same
+losses as eager to float tolerance over 20 steps, a bounded number of graphs for batches
+of every length, checkpoints an eager run resumes (and the other way round), and the
+architectures that do not compile refused in one line when the configuration is read.
+
+Compiling costs seconds per graph, so one module fixture trains the few tiny runs that
+every test here reads."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from selfattn.cli.main import main
+from selfattn.config import load_config
+from selfattn.config.sections import NOT_COMPILED
+from selfattn.train import compile as compiling
+
+from ..helpers_cli import one_line_error, write_config
+from ..tiny_runs import train_config, write_reviews, write_tiny_config
+
+#: 60 reviews: 54 train (batches of 11, 11, 11, 11, 10: five steps an epoch), 6 dev; four
+#: epochs are 20 steps, then two more after resuming. A constant learning rate, so that a
+#: run of 4 epochs resumed to 6 is the first 4 epochs of a run of 6.
+BATCH, FIRST, LAST = 11, 4, 6
+COMPILE = "train.compile=true"
+#: The console's compile line.
+COMPILED = re.compile(
+    r"torch\.compile \(inductor\): [\d.]+ s compiling (\d+) graphs? \((\d+) recompiled\)"
+)
+
+
+def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    (path,) = (run_dir / "last").glob("model-*.safetensors")
+    return load_file(path)
+
+
+def _losses(run_dir: Path) -> list[float]:
+    """Each epoch's training and dev loss, in order."""
+    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    return [line[key] for line in map(json.loads, lines) for key in ("train_loss", "dev_loss")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """A tiny run trained 20 steps eager then resumed compiled, and one trained compiled
+    then resumed eager; what the compiled parts printed."""
+    folder = tmp_path_factory.mktemp("compile")
+    config = write_tiny_config(folder, write_reviews(folder / "reviews.csv", 60), batch_size=BATCH)
+    first = (f"train.epochs={FIRST}", 'train.schedule="constant"')
+    last = (f"train.epochs={LAST}", 'train.schedule="constant"')
+    printed = []
+    for name, compiled_first in (("eager", False), ("compiled", True)):
+        for settings, compiled in ((first, compiled_first), (last, not compiled_first)):
+            out = io.StringIO()
+            with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
+                flags = (*settings, COMPILE) if compiled else settings
+                status = train_config(config, folder / name, *flags, resume=settings is last)
+            assert status == 0, out.getvalue()
+            if compiled:
+                printed.append(out.getvalue())
+    return {"folder": folder, "printed": printed}
+
+
+def test_compiled_training_matches_eager_and_checkpoints_interchange(
+    runs: dict[str, object],
+) -> None:
+    """20 steps compiled give the losses (train and dev) of 20 eager steps to float
+    tolerance; the compiled run's checkpoint resumes eager and the eager one's compiled,
+    to the same losses and weights; the checkpoints hold the eager model's keys (no
+    ``_orig_mod.`` prefix)."""
+    folder = runs["folder"]
+    assert isinstance(folder, Path)
+    eager, compiled = _losses(folder / "eager"), _losses(folder / "compiled")
+    assert len(eager) == len(compiled) == 2 * LAST
+    assert compiled == pytest.approx(eager, rel=1e-4, abs=1e-6)
+    weights, reference = _weights(folder / "compiled"), _weights(folder / "eager")
+    assert weights.keys() == reference.keys()
+    assert not any("_orig_mod" in key for key in weights)
+    # AdamW divides each gradient by its own scale: where a gradient is near 0 its float
+    # rounding moves the weight by up to lr (1e-3) a step, either way.
+    for key, value in weights.items():
+        torch.testing.assert_close(value, reference[key], rtol=0, atol=3e-3)
+
+
+def test_batches_of_every_length_run_a_few_graphs(runs: dict[str, object]) -> None:
+    """Steps of batches of two sizes and several lengths, and the dev set, compiled: one
+    line on the console with the compile time and the graphs compiled; the dynamic shapes
+    keep them to a training and an evaluation graph (gradients off), not one per batch
+    shape. The second compiled run (another model of the same architecture, in the same
+    process) reuses them."""
+    texts = runs["printed"]
+    assert isinstance(texts, list) and len(texts) == 2
+    counts = []
+    for printed in texts:
+        lines = [line for line in printed.splitlines() if "torch.compile" in line]
+        assert len(lines) == 1, printed
+        found = COMPILED.search(lines[0])
+        assert found, lines[0]
+        counts.append((int(found[1]), int(found[2])))
+    (graphs, recompiled), (again, _) = counts
+    assert 1 <= graphs <= 3 and recompiled <= 2 and again <= 1, counts
+
+
+def test_eval_and_predict_compiled_give_the_eager_answers(
+    runs: dict[str, object], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--compile`` (traced by ``aot_eager`` here: the plumbing, not Inductor's code, which
+    the training test checks) gives eager's metrics and prediction, and says on stderr
+    what compiling took."""
+    monkeypatch.setattr(compiling, "BACKEND", "aot_eager")
+    folder = runs["folder"]
+    assert isinstance(folder, Path)
+    run = folder / "eager"
+    results = []
+    for flags in ([], ["--compile"]):
+        assert main(["eval", str(run), "--split", "dev", *flags]) == 0
+        assert main(["predict", str(run), "a warm funny film", *flags]) == 0
+        captured = capsys.readouterr()
+        metrics, prediction = captured.out.strip().splitlines()
+        results.append((json.loads(metrics), prediction))
+        assert captured.err.count("torch.compile (aot_eager)") == 2 * len(flags), captured.err
+    (eager_metrics, eager_prediction), (metrics, prediction) = results
+    assert metrics.keys() == eager_metrics.keys()
+    for key, value in metrics.items():
+        assert value == (pytest.approx(eager_metrics[key], rel=1e-5) if key != "split" else "dev")
+    assert prediction.split()[0] == eager_prediction.split()[0]  # the label, then its probability
+    exit_eval = ["eval", str(run), "--exit-threshold", "0.5", "--compile"]
+    assert "early-exit evaluation runs its model eager" in one_line_error(capsys, exit_eval)
+
+
+def test_train_compile_is_a_checked_boolean(tmp_path: Path) -> None:
+    config = write_tiny_config(tmp_path, tmp_path / "data.csv")
+    assert load_config(config, [COMPILE]).train.compile is True
+    assert load_config(config).train.compile is False
+    with pytest.raises(ValueError, match=r"train\.compile") as error:
+        load_config(config, ["train.compile=3"])
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("architecture", sorted(NOT_COMPILED))
+def test_an_architecture_that_does_not_compile_is_refused_in_one_line(
+    architecture: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At config load, before any data is read (the dataset named does not exist)."""
+    config = write_config(
+        tmp_path / "c.toml",
+        data={"dataset": tmp_path / "absent.csv"},
+        model={"architecture": architecture},
+    )
+    error = one_line_error(capsys, ["train", str(config), "--set", COMPILE])
+    assert f"architecture {architecture!r} does not compile: {NOT_COMPILED[architecture]}" in error
+    assert "train.compile" in error
+    with pytest.raises(ValueError, match="--compile: architecture"):
+        compiling.compile_model(torch.nn.Linear(1, 1), architecture, "--compile")
+
+
+def test_compile_for_inference_refuses_an_encoder_decoder() -> None:
+    """Decoding runs the decoder step by step through its cache: eager, in one line."""
+    from selfattn.models.encoder_decoder import EncoderDecoderModule
+
+    model = EncoderDecoderModule.__new__(EncoderDecoderModule)
+    torch.nn.Module.__init__(model)
+    with pytest.raises(ValueError, match="--compile: a seq2seq model") as error:
+        compiling.compile_for_inference(model, "transformer")
+    assert "\n" not in str(error.value)
