@@ -12,6 +12,8 @@ import contextlib
 import io
 import json
 import re
+import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,9 @@ from safetensors.torch import load_file
 from selfattn.cli.main import main
 from selfattn.config import load_config
 from selfattn.config.sections import NOT_COMPILED
+from selfattn.models.spec import TaskSpec
 from selfattn.train import compile as compiling
+from selfattn.train.run_dir import check_compatible
 
 from ..helpers_cli import one_line_error, write_config
 from ..tiny_runs import train_config, write_reviews, write_tiny_config
@@ -171,3 +175,16 @@ def test_compile_for_inference_refuses_an_encoder_decoder() -> None:
     with pytest.raises(ValueError, match="--compile: a seq2seq model") as error:
         compiling.compile_for_inference(model, "transformer")
     assert "\n" not in str(error.value)
+
+
+def test_resuming_compiled_or_eager_is_not_a_changed_setting(tmp_path: Path) -> None:
+    """The same model and checkpoints run either way: no warning names train.compile."""
+    config = load_config(write_tiny_config(tmp_path, write_reviews(tmp_path / "r.csv", 8)))
+    compiled = replace(config, train=replace(config.train, compile=True))
+    spec = TaskSpec(task="sequence", vocab_size=10, num_labels=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails
+        check_compatible(tmp_path, compiled, spec, config, spec)
+    longer = replace(compiled, train=replace(compiled.train, epochs=config.train.epochs + 1))
+    with pytest.warns(UserWarning, match=r"changed settings train\.epochs: "):
+        check_compatible(tmp_path, longer, spec, config, spec)

@@ -34,6 +34,7 @@ HARMLESS_CHANGES = (
     "train.nan_policy",  # changes nothing until a loss is not finite
     "train.tensorboard",  # what is logged beside metrics.jsonl
     "train.tensorboard_images",
+    "train.compile",  # the same model and checkpoints, run compiled or eager
 )
 _EPOCH_FOLDER = re.compile(r"^epoch-(\d+)$")
 
