@@ -243,7 +243,9 @@ def test_a_model_of_graphs_or_bits_points_to_its_splits(
     tmp_path: Path, name: str, kind: str | None, what: str
 ) -> None:
     """No file format of ``selfattn train`` holds graphs (their edges) or bit vectors."""
-    task = SimpleNamespace(name=name, reader={"kind": kind}, spec=SimpleNamespace(task=name))
+    task = SimpleNamespace(
+        name=name, layout=name, reader={"kind": kind}, spec=SimpleNamespace(task=name)
+    )
     path = write_vector_sets(tmp_path / "sets.npz", 4)
     with pytest.raises(DataError) as refused:
         read_data_file(task, DataFile(path))  # type: ignore[arg-type]
