@@ -38,6 +38,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -232,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(header)
     print("-" * len(header))
+    values: dict[str, float] = {}
     for threads in args.threads:
         torch.set_num_threads(threads)
         clock = CLOCKS[args.clock]
@@ -240,6 +242,27 @@ def main(argv: list[str] | None = None) -> None:
             row = measure(args, SIZES[name], batch, length)
             peak = max(peak, matmul_peak(clock, 0.5))  # the machine may have been busier before
             print_row(name, threads, row, peak)
+            values |= row_values(f"{name}-{threads}t", row, peak)
+    print(json.dumps(values))  # the numbers, for tests/docs/records.py record
+
+
+def row_values(prefix: str, row: dict[str, Any], peak: float) -> dict[str, float]:
+    """A row's ratios, tokens/s, compile seconds and shares of the peak, by name."""
+    r, c = row["rates"], row["compile"]
+    found = {
+        "compiled-over-hf": r["ours compiled"] / r["hf"],
+        "compiled-over-ours": r["ours compiled"] / r["ours"],
+        "hf-compiled-over-hf": r["hf compiled"] / r["hf"],
+        "compile-seconds-ours": c["ours compiled"],
+        "compile-seconds-hf": c["hf compiled"],
+        "peak-gflops": peak / 1e9,
+        "recompiled-while-timed": row["timed_graphs"],
+    }
+    for side in SIDES:
+        key = side.replace(" ", "-")
+        found[f"tokens-per-s-{key}"] = r[side]
+        found[f"peak-share-{key}"] = 100 * r[side] * row["flop_per_token"] / peak
+    return {f"{prefix}.{key}": round(float(value), 3) for key, value in found.items()}
 
 
 def print_row(name: str, threads: int, row: dict[str, Any], peak: float) -> None:
