@@ -168,10 +168,11 @@ def test_an_architecture_that_does_not_compile_is_refused_in_one_line(
 
 def test_compile_for_inference_refuses_an_encoder_decoder() -> None:
     """Decoding runs the decoder step by step through its cache: eager, in one line."""
-    from selfattn.models.encoder_decoder import EncoderDecoderModule
+    from selfattn.models import StackConfig
+    from selfattn.models.seq2seq import Seq2SeqTransformer, decoder_like
 
-    model = EncoderDecoderModule.__new__(EncoderDecoderModule)
-    torch.nn.Module.__init__(model)
+    stack = StackConfig(8, 2, 16, num_layers=1, positional="sinusoidal", max_len=16)
+    model = Seq2SeqTransformer(stack, decoder_like(stack), target_vocab_size=9, source_vocab_size=9)
     with pytest.raises(ValueError, match="--compile: a seq2seq model") as error:
         compiling.compile_for_inference(model, "transformer")
     assert "\n" not in str(error.value)

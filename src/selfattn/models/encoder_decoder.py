@@ -17,6 +17,7 @@ their options and inputs.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Any, Protocol, TypedDict, Unpack, cast
 
 import torch
@@ -117,7 +118,7 @@ class EncoderDecoder(Protocol):
         ...
 
 
-class EncoderDecoderModule(nn.Module):
+class EncoderDecoderModule(nn.Module, ABC):
     """The module both families derive from: their word embeddings, the checks of a
     source batch, the teacher-forced ``forward`` and the attention maps of an
     :class:`EncoderDecoder`.
@@ -205,11 +206,12 @@ class EncoderDecoderModule(nn.Module):
             raise ValueError(f"decode_states is the vocabulary output's, not {output!r}'s")
         return self.decoder_states(target_in, encoded, None, **flags)
 
+    @abstractmethod
     def decoder_states(
         self, target_in: Tensor, encoded: EncodedSource, cache: Any, **flags: Unpack[DecodeFlags]
     ) -> DecoderStates:
-        """:meth:`decode_states` and ``decode`` up to ``out_proj``, with ``cache``."""
-        raise NotImplementedError
+        """:meth:`decode_states` and ``decode`` up to ``out_proj``, with ``cache`` (each
+        model's own decoder)."""
 
     def check_target_in(self, target_in: Tensor, encoded: EncodedSource, offset: int) -> None:
         """Refuse decoder inputs that are not ``(B, T)`` for the encoded batch, or that

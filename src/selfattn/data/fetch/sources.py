@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from selfattn.datatypes import DataError
 
 
 @dataclass(frozen=True)
-class PinnedArchive:
+class PinnedArchive(ABC):
     """One archive pinned by name, version and SHA-256, and the files read from it
     (``members``: paths inside the archive)."""
 
@@ -34,9 +35,9 @@ class PinnedArchive:
     members: tuple[str, ...]
     download_mb: float
 
+    @abstractmethod
     def cached_path(self, member: str) -> Path:
-        """Where ``member`` lies in the cache once fetched."""
-        raise NotImplementedError
+        """Where ``member`` lies in the cache once fetched (each source's own layout)."""
 
     def is_fetched(self) -> bool:
         """Whether every member is already in the cache."""
