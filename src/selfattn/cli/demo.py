@@ -38,6 +38,7 @@ from selfattn.messages import plural
 from selfattn.models.registry import options_for
 from selfattn.runs.sweep_workers import STOP_SECONDS, interrupt_on_sigterm
 from selfattn.tasks import Predictor, prepare, run
+from selfattn.train.checkpoint import write_atomic
 from selfattn.viz import plot_attention
 
 SENTENCE = "I saw a saw"
@@ -147,9 +148,7 @@ def run_demo(args: argparse.Namespace) -> int:
         },
     }
     written = args.runs / "results.json"
-    partial = written.with_suffix(".json.partial")
-    partial.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    partial.replace(written)
+    write_atomic(written, (json.dumps(summary, indent=1) + "\n").encode())
     print(f"the table as JSON: {written} ({summary['seconds']:.0f} s in all)")
     return 0
 

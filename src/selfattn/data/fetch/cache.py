@@ -190,7 +190,7 @@ def extract_member(archive: Path, member: str, dest: Path) -> Path:
         raise DataError(f"{archive}: refusing to extract {member!r} (path leaves the cache)")
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with _open_member(archive, member) as (source, size), _atomic_output(dest) as out:
+        with _open_member(archive, member) as (source, size), atomic_output(dest) as out:
             _copy_with_progress(source, out, size, desc=f"extracting {PurePosixPath(member).name}")
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as err:
         raise DataError(f"{archive}: cannot extract {member!r} ({err})") from None
@@ -225,8 +225,9 @@ def _open_member(archive: Path, member: str) -> Iterator[tuple[IO[bytes], int]]:
 
 
 @contextmanager
-def _atomic_output(dest: Path) -> Iterator[IO[bytes]]:
-    """A file that appears at ``dest`` only if the block finishes without an error."""
+def atomic_output(dest: Path) -> Iterator[IO[bytes]]:
+    """A file that appears at ``dest`` only if the block finishes without an error (the
+    fetched members' and the generated caches' writer)."""
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
@@ -235,10 +236,6 @@ def _atomic_output(dest: Path) -> Iterator[IO[bytes]]:
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-#: A file that appears at its path only once it is whole (the generated caches' writer).
-atomic_output = _atomic_output
 
 
 def _copy_with_progress(source: IO[bytes], out: IO[bytes], size: int, desc: str) -> None:

@@ -34,9 +34,7 @@ one label every 10 ms. Generated once and cached as ``CACHE/generated/phones-KEY
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +44,7 @@ import numpy as np
 from tqdm import tqdm
 
 from selfattn.data.batching.splits import split_by_position
-from selfattn.data.fetch.cache import cache_root
+from selfattn.data.fetch.cache import atomic_output, cache_root
 from selfattn.data.fetch.sources import PyPISource
 from selfattn.data.recipes.espeak import (
     ACCENTS,
@@ -261,18 +259,13 @@ def cached_frames(
         frames = [featurise(*render(synthesiser, u)) for u in bar]
         codes = {phone: i for i, phone in enumerate(PHONES)}
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                np.savez(
-                    out,
-                    features=np.concatenate([f for f, _ in frames]),
-                    labels=np.array([codes[x] for _, ls in frames for x in ls], dtype=np.int8),
-                    lengths=np.array([len(f) for f, _ in frames]),
-                )
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        with atomic_output(path) as out:
+            np.savez(
+                out,
+                features=np.concatenate([f for f, _ in frames]),
+                labels=np.array([codes[x] for _, ls in frames for x in ls], dtype=np.int8),
+                lengths=np.array([len(f) for f, _ in frames]),
+            )
     with np.load(path) as stored:
         cuts = np.cumsum(stored["lengths"])[:-1]
         features = np.split(stored["features"], cuts)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -35,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 from tqdm import tqdm
 
-from selfattn.data.fetch.cache import cache_root
+from selfattn.data.fetch.cache import atomic_output, cache_root
 from selfattn.data.recipes.espeak import ACCENTS, ESPEAK_SOURCE, ESPEAK_VERSION, VARIANTS, Espeak
 from selfattn.data.registry import Recipe, register
 from selfattn.datatypes import DatasetSplits, Example
@@ -207,13 +206,8 @@ def cached_features(spec: SpokenSpec, espeak: Callable[[], Espeak]) -> list[np.n
         vectors = [features for _, features in generate(spec, espeak())]
         lengths = np.array([len(v) for v in vectors])
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                np.savez(out, features=np.concatenate(vectors), lengths=lengths)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        with atomic_output(path) as out:
+            np.savez(out, features=np.concatenate(vectors), lengths=lengths)
     with np.load(path) as stored:
         features, lengths = stored["features"], stored["lengths"]
     return np.split(features, np.cumsum(lengths)[:-1])
