@@ -9,6 +9,7 @@ from selfattn.speech.alignment import (
     SILENCE,
     collapse,
     edit_distance,
+    error_rate,
     frame_labels,
     phone_error_rate,
 )
@@ -49,3 +50,11 @@ def test_phone_error_rate_counts_edits_of_collapsed_strings() -> None:
     # one substitution (b→d) over 3 reference phones; frame durations do not matter
     assert phone_error_rate([["a", "d", "d", "d", "c"]], [truth]) == pytest.approx(1 / 3)
     assert edit_distance(list("kitten"), list("sitting")) == 3
+
+
+def test_error_rate_sums_edits_and_reference_lengths_over_the_corpus() -> None:
+    # (1 + 0) edits over (2 + 4) reference units: not the mean of 1/2 and 0/4
+    assert error_rate(["a b", "c d e f"], ["a x", "c d e f"], str.split) == pytest.approx(1 / 6)
+    assert error_rate([], [], str.split) == 0.0
+    with pytest.raises(ValueError):
+        error_rate(["a"], [], str.split)  # pairs, strictly

@@ -45,7 +45,7 @@ from selfattn.pretrained.fallback import (
 )
 from selfattn.pretrained.weights import pretrained_folder
 from selfattn.pretrained.whisper import WhisperModel, load_whisper
-from selfattn.speech.alignment import edit_distance
+from selfattn.speech.alignment import error_rate
 from selfattn.speech.whisper_mel import (
     WHISPER_HOP,
     WHISPER_SAMPLE_RATE,
@@ -415,12 +415,7 @@ def transcript_words(text: str) -> list[str]:
 
 def word_error_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """Σ word edit distance / Σ reference words, over :func:`transcript_words`."""
-    errors = total = 0
-    for hypothesis, reference in zip(hypotheses, references, strict=True):
-        words = transcript_words(reference)
-        errors += edit_distance(transcript_words(hypothesis), words)
-        total += len(words)
-    return errors / max(total, 1)
+    return error_rate(hypotheses, references, transcript_words)
 
 
 def transcribe(folder_or_name: str | Path, wav_path: str | Path, *, language: str = "en") -> str:

@@ -17,14 +17,24 @@ is divided by the reference's length.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import groupby
+from typing import TypeVar
 
 import numpy as np
 
 from selfattn.speech.features import frame_sizes, num_frames
 
-__all__ = ["SILENCE", "collapse", "edit_distance", "frame_labels", "phone_error_rate"]
+__all__ = [
+    "SILENCE",
+    "collapse",
+    "edit_distance",
+    "error_rate",
+    "frame_labels",
+    "phone_error_rate",
+]
+
+_T = TypeVar("_T")
 
 #: The label of frames before the first phone, of pauses and of added padding.
 SILENCE = "sil"
@@ -76,14 +86,22 @@ def edit_distance(hypothesis: Sequence[str], reference: Sequence[str]) -> int:
     return previous[-1]
 
 
+def error_rate(
+    hypotheses: Sequence[_T], references: Sequence[_T], units: Callable[[_T], Sequence[str]]
+) -> float:
+    """Σ edit distance / Σ reference units over pairs, each side cut into ``units`` first
+    (phones, words): the error rate of a whole corpus, not a mean of per-pair rates."""
+    errors = total = 0
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        target = units(reference)
+        errors += edit_distance(units(hypothesis), target)
+        total += len(target)
+    return errors / max(total, 1)
+
+
 def phone_error_rate(
     predicted: Sequence[Sequence[str]], reference: Sequence[Sequence[str]]
 ) -> float:
     """Σ edit distance / Σ reference phones over utterances of frame labels (each
     :func:`collapse`-d first)."""
-    errors = total = 0
-    for hypothesis, truth in zip(predicted, reference, strict=True):
-        target = collapse(truth)
-        errors += edit_distance(collapse(hypothesis), target)
-        total += len(target)
-    return errors / max(total, 1)
+    return error_rate(predicted, reference, collapse)
