@@ -73,17 +73,6 @@ def window_mask(
     return (i - j).abs() <= window
 
 
-def not_self_mask(
-    num_queries: int,
-    num_keys: int,
-    device: torch.device | None = None,
-    query_offset: int | None = None,
-) -> Tensor:
-    """``(T, S)`` boolean that forbids each position attending to itself."""
-    i, j = _grid(num_queries, num_keys, device, query_offset)
-    return i != j
-
-
 def padding_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
     """``(B, S)`` key-padding mask from sequence lengths: True at padded positions."""
     if lengths.dim() != 1:
@@ -138,8 +127,9 @@ def structural_mask(
         parts.append(causal_mask(num_queries, num_keys, device, query_offset))
     if window is not None:
         parts.append(window_mask(num_queries, num_keys, window, device, query_offset))
-    if not include_self:
-        parts.append(not_self_mask(num_queries, num_keys, device, query_offset))
+    if not include_self:  # no position attends to itself
+        i, j = _grid(num_queries, num_keys, device, query_offset)
+        parts.append(i != j)
     for part in parts:
         allowed = part if allowed is None else allowed & part
     return allowed
