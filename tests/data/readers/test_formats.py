@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -71,19 +72,6 @@ def test_conllu_upos_and_xpos(tmp_path: Path) -> None:
     assert read_conllu(path, tag="xpos")[0].label == ("VBP", "RB", "VB", ".")
 
 
-@pytest.mark.parametrize(
-    ("line", "message"),
-    [
-        ("2\tthere\tthere\tADV", "expected 10 tab-separated columns"),
-        ("x\tthere\tthere\tADV\tRB\t_\t1\tadvmod\t_\t_", "not a valid ID"),
-        ("2\tthere\tthere\t_\tRB\t_\t1\tadvmod\t_\t_", "no UPOS tag"),
-    ],
-)
-def test_conllu_malformed_names_line(tmp_path: Path, line: str, message: str) -> None:
-    path = write(tmp_path / "bad.conllu", f"# c\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n{line}\n")
-    assert re.search(rf"bad\.conllu:3: .*{message}", read_error(read_conllu, path))
-
-
 # --------------------------------------------------------------------------- label,text
 
 
@@ -120,20 +108,6 @@ def test_tsv_by_extension_and_explicit(tmp_path: Path) -> None:
     assert read_classification_csv(path)[0].tokens == ("Yes", ",", "really", ".")
     other = write(tmp_path / "b.data", "pos\tYes\n")
     assert read_classification_csv(other, delimiter="\t")[0].label == "pos"
-
-
-@pytest.mark.parametrize(
-    ("row", "message"),
-    [
-        ("pos,", "empty text"),
-        ("pos,   ", "empty text"),
-        (",text", "empty label"),
-        ("a,b,c", "2 fields"),
-    ],
-)
-def test_csv_malformed_names_line(tmp_path: Path, row: str, message: str) -> None:
-    path = write(tmp_path / "bad.csv", f"pos,fine\n{row}\n")
-    assert re.search(rf"bad\.csv:2: .*{message}", read_error(read_classification_csv, path))
 
 
 # --------------------------------------------------------------------------- npz
@@ -204,19 +178,47 @@ def test_ts_reads_cases_as_length_by_dims(tmp_path: Path) -> None:
     assert second.source == f"{path}:8"
 
 
-@pytest.mark.parametrize(
-    ("case", "message"),
-    [
+# --------------------------------------------------------------------------- malformed lines
+
+#: Per reader: the file, the good lines before a malformed one, the line number the error
+#: must name, and each malformed line with what the error must say.
+MALFORMED = {
+    (read_conllu, "bad.conllu", "# c\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n", 3): [
+        ("2\tthere\tthere\tADV", "expected 10 tab-separated columns"),
+        ("x\tthere\tthere\tADV\tRB\t_\t1\tadvmod\t_\t_", "not a valid ID"),
+        ("2\tthere\tthere\t_\tRB\t_\t1\tadvmod\t_\t_", "no UPOS tag"),
+    ],
+    (read_classification_csv, "bad.csv", "pos,fine\n", 2): [
+        ("pos,", "empty text"),
+        ("pos,   ", "empty text"),
+        (",text", "empty label"),
+        ("a,b,c", "2 fields"),
+    ],
+    (read_ts, "bad.ts", TS, 9): [
         ("1,2:3:a", "differ in length"),
         ("1,x:3,4:a", "non-number"),
         ("1,?:3,4:a", "missing values"),
         ("1,2:3,4:5,6:a", "3 dimensions"),
     ],
+}
+
+
+@pytest.mark.parametrize(
+    ("reader", "name", "good", "line", "bad", "message"),
+    [(*where, bad, message) for where, cases in MALFORMED.items() for bad, message in cases],
 )
-def test_ts_malformed_names_line(tmp_path: Path, case: str, message: str) -> None:
-    path = write(tmp_path / "bad.ts", TS + case + "\n")
-    with pytest.raises(DataError, match=rf"bad\.ts:9: .*{message}"):
-        read_ts(path)
+def test_malformed_line_names_file_and_line(
+    tmp_path: Path,
+    reader: Callable[[Path], object],
+    name: str,
+    good: str,
+    line: int,
+    bad: str,
+    message: str,
+) -> None:
+    """Every reader's refusal of a malformed line: one line naming ``file:line``."""
+    path = write(tmp_path / name, f"{good}{bad}\n")
+    assert re.search(rf"{re.escape(name)}:{line}: .*{message}", read_error(reader, path))
 
 
 # --------------------------------------------------------------------------- dispatch
