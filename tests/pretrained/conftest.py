@@ -1,7 +1,9 @@
 """Fixtures of the pretrained tests: a small random BERT folder (Hugging Face's own
 ``save_pretrained``) whose WordPiece vocabulary splits some words of the data into several
 pieces, the data files, and ``fine_tuning``: a test's fine-tuning configs, runs and
-refusals. (``minilm_folder``, the real checkpoint, is in tests/conftest.py.)"""
+refusals. (``minilm_folder``, the real checkpoint, is in tests/conftest.py.) The Whisper
+tests' fixtures (tiny_folder, whisper_folder, librivox) are in whisper_fixtures.py and
+served from here to every test of the folder."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ from selfattn.cli.main import main
 from selfattn.config import Config, DataConfig, TrainConfig, model_options
 
 from ..helpers_cli import one_line_error, set_flags, toml_table, write_config
+from .whisper_fixtures import librivox, tiny_folder, whisper_folder
+
+__all__ = ["librivox", "tiny_folder", "whisper_folder"]  # the Whisper tests' fixtures
 
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "a", "mat", "good", "bad", "film", "very"]
 # "sitting" → sit ##ting, "mats" → mat ##s, "films" → film ##s: words of several pieces.
@@ -45,21 +50,21 @@ def bert_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer.json over :data:`VOCAB`."""
     sizes = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4}
     config = transformers.BertConfig(**sizes, intermediate_size=64, **TINY)
-    return tiny_folder(tmp_path_factory, "tiny-bert", transformers.BertModel, config)
+    return random_folder(tmp_path_factory, "tiny-bert", transformers.BertModel, config)
 
 
 @pytest.fixture(scope="module")
 def distilbert_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random 3-layer DistilBERT with the same tokenizer.json."""
     config = transformers.DistilBertConfig(dim=32, n_layers=3, n_heads=4, hidden_dim=64, **TINY)
-    return tiny_folder(tmp_path_factory, "tiny-distilbert", transformers.DistilBertModel, config)
+    return random_folder(tmp_path_factory, "tiny-distilbert", transformers.DistilBertModel, config)
 
 
 #: What both tiny checkpoints share: the vocabulary and 24 positions.
 TINY = {"vocab_size": len(VOCAB), "max_position_embeddings": 24}
 
 
-def tiny_folder(
+def random_folder(
     factory: pytest.TempPathFactory, name: str, model_class: type, config: object
 ) -> Path:
     """``model_class(config)`` with seed-0 random weights, saved with :func:`write_tokenizer`

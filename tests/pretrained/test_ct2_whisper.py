@@ -27,11 +27,8 @@ from .whisper_fixtures import (
     mel_features,
     one_line_refusal,
     tiny_whisper,
-    whisper_folder,
     write_tokenizer,
 )
-
-__all__ = ["whisper_folder"]  # the fixture, imported for the slow tests
 
 _DTYPE_IDS = {
     np.dtype("float32"): 0,

@@ -27,16 +27,7 @@ from selfattn.pretrained.transcribe import (
 from selfattn.pretrained.whisper import load_whisper
 from selfattn.speech.whisper_mel import whisper_log_mel
 
-from .whisper_fixtures import (
-    SPECIALS,
-    TINY,
-    librivox,
-    tiny_whisper,
-    whisper_folder,
-    write_tokenizer,
-)
-
-__all__ = ["librivox", "whisper_folder"]  # fixtures
+from .whisper_fixtures import SPECIALS, TINY, tiny_whisper, write_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

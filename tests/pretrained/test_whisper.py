@@ -22,17 +22,7 @@ from selfattn.pretrained.whisper import (
 )
 from selfattn.speech.whisper_mel import whisper_log_mel
 
-from .whisper_fixtures import (
-    TINY,
-    librivox,
-    mel_features,
-    one_line_refusal,
-    tiny_folder,
-    tiny_whisper,
-    whisper_folder,
-)
-
-__all__ = ["librivox", "tiny_folder", "whisper_folder"]  # fixtures
+from .whisper_fixtures import TINY, mel_features, one_line_refusal, tiny_whisper
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -15,9 +15,7 @@ from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.transcribe import Transcriber
 from selfattn.pretrained.whisper_attention import cross_attention
 
-from .whisper_fixtures import TINY, tiny_folder
-
-__all__ = ["tiny_folder"]  # fixtures
+from .whisper_fixtures import TINY
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -24,9 +24,7 @@ from selfattn.pretrained.fallback import (
 from selfattn.pretrained.transcribe import SearchFn, Transcriber, greedy_tokens, word_error_rate
 from selfattn.pretrained.whisper import WhisperModel, load_whisper
 
-from .whisper_fixtures import TINY, librivox, tiny_folder, whisper_folder
-
-__all__ = ["librivox", "tiny_folder", "whisper_folder"]  # fixtures
+from .whisper_fixtures import TINY
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

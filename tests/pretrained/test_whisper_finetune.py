@@ -28,9 +28,7 @@ from selfattn.pretrained.whisper_finetune import (
 from selfattn.tasks import Predictor
 
 from ..helpers_cli import epochs_logged, one_line_error, write_config
-from .whisper_fixtures import SPECIALS, tiny_folder
-
-__all__ = ["tiny_folder"]  # a fixture
+from .whisper_fixtures import SPECIALS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

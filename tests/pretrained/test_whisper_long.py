@@ -13,10 +13,6 @@ import soundfile
 from selfattn.pretrained.errors import PretrainedError
 from selfattn.pretrained.transcribe import Transcriber, chunk_bounds, word_error_rate
 
-from .whisper_fixtures import librivox, tiny_folder, whisper_folder
-
-__all__ = ["librivox", "tiny_folder", "whisper_folder"]  # fixtures
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

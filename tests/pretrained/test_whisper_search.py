@@ -16,9 +16,7 @@ from selfattn.pretrained.transcribe import Transcriber, greedy_tokens
 from selfattn.pretrained.whisper import WhisperModel, load_whisper
 from selfattn.speech.whisper_mel import whisper_log_mel
 
-from .whisper_fixtures import TINY, librivox, tiny_folder, whisper_folder
-
-__all__ = ["librivox", "tiny_folder", "whisper_folder"]  # fixtures
+from .whisper_fixtures import TINY
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

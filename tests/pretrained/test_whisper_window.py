@@ -12,9 +12,7 @@ import torch
 from selfattn.pretrained.transcribe import Transcriber
 from selfattn.pretrained.whisper import WhisperModel, load_whisper
 
-from .whisper_fixtures import TINY, tiny_folder
-
-__all__ = ["tiny_folder"]  # fixtures
+from .whisper_fixtures import TINY
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
