@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -19,10 +20,11 @@ from selfattn.datatypes import Batch, DataError, Example, TaskType
 from selfattn.specials import IGNORE_INDEX, NO_LABEL, PAD_ID
 
 
+@dataclass(eq=False)
 class Collator:
     """Turns ``list[Example]`` into a :class:`Batch`.
 
-    Args:
+    Attributes:
         vocab: token vocabulary for text input (``None`` for vector input).
         char_vocab: character vocabulary, to add ``char_ids`` for text input, or ``None``.
         label_vocab: output labels.
@@ -34,19 +36,11 @@ class Collator:
             cut, so an evaluation never scores a truncated sentence.
     """
 
-    def __init__(
-        self,
-        vocab: Vocabulary | None,
-        char_vocab: CharVocabulary | None,
-        label_vocab: LabelVocabulary,
-        task: TaskType,
-        max_len: int | None = None,
-    ) -> None:
-        self.vocab = vocab
-        self.char_vocab = char_vocab
-        self.label_vocab = label_vocab
-        self.task = task
-        self.max_len = max_len
+    vocab: Vocabulary | None
+    char_vocab: CharVocabulary | None
+    label_vocab: LabelVocabulary
+    task: TaskType
+    max_len: int | None = None
 
     def __call__(self, examples: Sequence[Example]) -> Batch:
         """Pad ``examples`` to the longest one.
