@@ -13,7 +13,7 @@ windows; the others refuse it, or keep its first ``max_len`` positions when aske
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -233,14 +233,15 @@ class LabelTask(Task):
         return model
 
     def loss(self, model: Any, batch: Any, step: int) -> Tensor:
-        """Label-smoothed cross-entropy of ``model(batch)``; with exit heads, the weighted
-        sum of every exit's (:func:`~selfattn.models.early_exit.weighted_exit_loss`)."""
+        """:meth:`loss_of` ``model(batch)``, as the model's ``task_loss`` weighs it in."""
         inner = getattr(model, "module", model)  # under DistributedDataParallel
         inner.start_step(step)
+        return inner.task_loss(model, batch, self.loss_of(batch))
+
+    def loss_of(self, batch: Any) -> Callable[[Tensor], Tensor]:
+        """The loss of one set of logits: label-smoothed cross-entropy."""
         smoothing = self.config.train.label_smoothing
-        return inner.task_loss(
-            model, batch, lambda logits: compute_loss(logits, batch.labels, smoothing)
-        )
+        return lambda logits: compute_loss(logits, batch.labels, smoothing)
 
     def evaluate(
         self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -88,13 +88,10 @@ class MultiLabelTask(LabelTask):
         with self._threshold(options) as rest:
             return super().attention(model, example, **rest)
 
-    def loss(self, model: Any, batch: Any, step: int) -> Tensor:
-        """:func:`label_set_loss` of ``model(batch)`` (with ``train.label_smoothing``)."""
+    def loss_of(self, batch: Any) -> Callable[[Tensor], Tensor]:
+        """:func:`label_set_loss` of the logits (with ``train.label_smoothing``)."""
         smoothing = self.config.train.label_smoothing
-        inner = getattr(model, "module", model)  # under DistributedDataParallel
-        return inner.task_loss(
-            model, batch, lambda logits: label_set_loss(logits, batch.labels, smoothing)
-        )
+        return lambda logits: label_set_loss(logits, batch.labels, smoothing)
 
     @torch.no_grad()
     def evaluate(

@@ -4,7 +4,7 @@ units of the training targets' spread; its data road and model are
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -24,14 +24,11 @@ class RegressionTask(LabelTask):
     layout = "regression"
     accepts = frozenset({"vectors"})
 
-    def loss(self, model: Any, batch: Any, step: int) -> Tensor:
-        """:func:`regression_loss` of ``model(batch)``."""
+    def loss_of(self, batch: Any) -> Callable[[Tensor], Tensor]:
+        """:func:`regression_loss` of the predicted values."""
         assert self.spec is not None
         std = self.spec.target_std
-        inner = getattr(model, "module", model)  # under DistributedDataParallel
-        return inner.task_loss(
-            model, batch, lambda values: regression_loss(values, batch.labels, std)
-        )
+        return lambda values: regression_loss(values, batch.labels, std)
 
     def evaluate(
         self, model: Any, batches: Iterable[Any], *, device: torch.device | str | None = None
