@@ -332,14 +332,19 @@ def warn(command: str, message: str) -> None:
     print(f"selfattn {command}: warning: {message}", file=sys.stderr)
 
 
-def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``selfattn predict``."""
+def _checkpoint_or_whisper(parser: argparse.ArgumentParser, whisper_use: str) -> None:
+    """``checkpoint``, which may also be Whisper: ``whisper_use`` ends its help."""
     parser.add_argument(
         "checkpoint",
         type=Path,
         help="a run folder or a checkpoint folder; or whisper-base (or a Hugging Face "
-        "Whisper folder) to transcribe a recording (over 30 s: with --chunk)",
+        f"Whisper folder){whisper_use}",
     )
+
+
+def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``selfattn predict``."""
+    _checkpoint_or_whisper(parser, " to transcribe a recording (over 30 s: with --chunk)")
     parser.add_argument("text", metavar="INPUT", help=INPUT_HELP)
     parser.add_argument("--truncate", action="store_true", help=TRUNCATE_HELP)
     add_decoding_arguments(parser)
@@ -380,12 +385,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def add_attention_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn attention``."""
-    parser.add_argument(
-        "checkpoint",
-        type=Path,
-        help="a run folder or a checkpoint folder; or whisper-base (or a Hugging Face "
-        "Whisper folder): its cross-attention over a recording",
-    )
+    _checkpoint_or_whisper(parser, ": its cross-attention over a recording")
     parser.add_argument(
         "text",
         metavar="INPUT",
