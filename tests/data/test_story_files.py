@@ -1,19 +1,16 @@
 """A user's stories in the bAbI tasks' own format: read into the examples the qa recipes
-make, refused in one line when malformed, and trained on by the memory network."""
+make and trained on by the memory network (refused in one line when malformed:
+readers/test_formats.py, with every reader's refusals)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from selfattn.data import load_dataset
 from selfattn.data.readers.stories import is_story_file, read_stories
 from selfattn.data.recipes.stories import _story, generate_stories
-
-from ..helpers_data import read_error, write
 
 
 def _write_babi(path: Path, task: int, size: int, seed: int) -> list[tuple[int, ...]]:
@@ -60,21 +57,3 @@ def test_word_tag_files_are_not_stories(tmp_path: Path) -> None:
     tagged.write_text("I/PRP saw/VBD a/DT saw/NN\n", encoding="utf-8")
     assert not is_story_file(tagged)
     assert load_dataset(tagged, dev_fraction=0.0).task == "token"
-
-
-@pytest.mark.parametrize(
-    ("text", "line", "message"),
-    [
-        ("Mary moved to the bathroom.\n", 1, "expected a numbered line"),
-        ("1 Mary moved.\n3 John went.\n", 2, "line number 3 follows 1"),
-        ("1 Mary moved to the bathroom.\n2 Where is Mary?\t\t1\n", 2, "without its answer"),
-        ("1 Mary moved.\n2 Where is Mary?\tbathroom\t5\n", 2, "supporting fact '5'"),
-        ("1 Mary moved.\n2 Where is Mary?\tbathroom\t2\n", 2, "supporting fact '2'"),
-    ],
-)
-def test_malformed_stories_name_their_line(
-    tmp_path: Path, text: str, line: int, message: str
-) -> None:
-    path = write(tmp_path / "bad.txt", text)
-    error = read_error(read_stories, path)
-    assert error.startswith(f"{path}:{line}: ") and re.search(message, error)

@@ -15,10 +15,12 @@ from selfattn.data import (
     read_classification_csv,
     read_conllu,
     read_npz,
+    read_parallel,
     read_tagged,
     read_ts,
     tokenize,
 )
+from selfattn.data.readers.stories import read_stories
 
 from ...helpers_data import read_error, write
 
@@ -180,45 +182,60 @@ def test_ts_reads_cases_as_length_by_dims(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- malformed lines
 
-#: Per reader: the file, the good lines before a malformed one, the line number the error
-#: must name, and each malformed line with what the error must say.
+_CONLLU = "# c\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n"  # then a malformed line 3
+
+#: Per reader and file name: malformed files, the line each one's refusal must name and a
+#: pattern of what it must say.
 MALFORMED = {
-    (read_conllu, "bad.conllu", "# c\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n", 3): [
-        ("2\tthere\tthere\tADV", "expected 10 tab-separated columns"),
-        ("x\tthere\tthere\tADV\tRB\t_\t1\tadvmod\t_\t_", "not a valid ID"),
-        ("2\tthere\tthere\t_\tRB\t_\t1\tadvmod\t_\t_", "no UPOS tag"),
+    (read_conllu, "bad.conllu"): [
+        (_CONLLU + "2\tthere\tthere\tADV\n", 3, "expected 10 tab-separated columns"),
+        (_CONLLU + "x\tthere\tthere\tADV\tRB\t_\t1\tadvmod\t_\t_\n", 3, "not a valid ID"),
+        (_CONLLU + "2\tthere\tthere\t_\tRB\t_\t1\tadvmod\t_\t_\n", 3, "no UPOS tag"),
     ],
-    (read_classification_csv, "bad.csv", "pos,fine\n", 2): [
-        ("pos,", "empty text"),
-        ("pos,   ", "empty text"),
-        (",text", "empty label"),
-        ("a,b,c", "2 fields"),
+    (read_classification_csv, "bad.csv"): [
+        ("pos,fine\npos,\n", 2, "empty text"),
+        ("pos,fine\npos,   \n", 2, "empty text"),
+        ("pos,fine\n,text\n", 2, "empty label"),
+        ("pos,fine\na,b,c\n", 2, "2 fields"),
     ],
-    (read_ts, "bad.ts", TS, 9): [
-        ("1,2:3:a", "differ in length"),
-        ("1,x:3,4:a", "non-number"),
-        ("1,?:3,4:a", "missing values"),
-        ("1,2:3,4:5,6:a", "3 dimensions"),
+    (read_ts, "bad.ts"): [
+        (TS + "1,2:3:a\n", 9, "differ in length"),
+        (TS + "1,x:3,4:a\n", 9, "non-number"),
+        (TS + "1,?:3,4:a\n", 9, "missing values"),
+        (TS + "1,2:3,4:5,6:a\n", 9, "3 dimensions"),
+    ],
+    (read_parallel, "bad.txt"): [
+        ("a\tb\nno tab here\n", 2, re.escape("exactly one tab), got 0 tabs")),
+        ("a\tb\tc\n", 1, "got 2 tabs"),
+        ("a\tb\n\nhello\t  \n", 3, "empty target side"),
+        ("\tb\n", 1, "empty source side"),
+    ],
+    (read_stories, "bad.txt"): [
+        ("Mary moved to the bathroom.\n", 1, "expected a numbered line"),
+        ("1 Mary moved.\n3 John went.\n", 2, "line number 3 follows 1"),
+        ("1 Mary moved to the bathroom.\n2 Where is Mary?\t\t1\n", 2, "without its answer"),
+        ("1 Mary moved.\n2 Where is Mary?\tbathroom\t5\n", 2, "supporting fact '5'"),
+        ("1 Mary moved.\n2 Where is Mary?\tbathroom\t2\n", 2, "supporting fact '2'"),
     ],
 }
 
 
 @pytest.mark.parametrize(
-    ("reader", "name", "good", "line", "bad", "message"),
-    [(*where, bad, message) for where, cases in MALFORMED.items() for bad, message in cases],
+    ("reader", "name", "text", "line", "message"),
+    [(*where, *case) for where, cases in MALFORMED.items() for case in cases],
 )
 def test_malformed_line_names_file_and_line(
     tmp_path: Path,
     reader: Callable[[Path], object],
     name: str,
-    good: str,
+    text: str,
     line: int,
-    bad: str,
     message: str,
 ) -> None:
-    """Every reader's refusal of a malformed line: one line naming ``file:line``."""
-    path = write(tmp_path / name, f"{good}{bad}\n")
-    assert re.search(rf"{re.escape(name)}:{line}: .*{message}", read_error(reader, path))
+    """Every reader's refusal of a malformed file: one line, starting ``file:line:``."""
+    path = write(tmp_path / name, text)
+    error = read_error(reader, path)
+    assert error.startswith(f"{path}:{line}: ") and re.search(message, error)
 
 
 # --------------------------------------------------------------------------- dispatch

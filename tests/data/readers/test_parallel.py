@@ -1,4 +1,5 @@
-"""User parallel text: read_parallel and load_dataset(..., task="seq2seq")."""
+"""User parallel text: read_parallel and load_dataset(..., task="seq2seq") (its malformed
+lines: test_formats.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from selfattn.data import DataError, load_dataset, read_parallel
 
-from ...helpers_data import read_error, write
+from ...helpers_data import write
 
 
 def test_read_parallel(tmp_path: Path) -> None:
@@ -21,23 +22,6 @@ def test_read_parallel(tmp_path: Path) -> None:
     assert first.source == f"{path}:1" and first.features is None
     assert second.label == ("I", "saw", "a", "saw", ".") and second.source == f"{path}:4"
     assert len(second) == 5  # the source length; the target's is independent
-
-
-@pytest.mark.parametrize(
-    ("text", "line", "problem"),
-    [
-        ("a\tb\nno tab here\n", 2, "exactly one tab), got 0 tabs"),
-        ("a\tb\tc\n", 1, "got 2 tabs"),
-        ("a\tb\n\nhello\t  \n", 3, "empty target side"),
-        ("\tb\n", 1, "empty source side"),
-    ],
-)
-def test_parallel_errors_name_file_and_line(
-    tmp_path: Path, text: str, line: int, problem: str
-) -> None:
-    path = write(tmp_path / "bad.txt", text)
-    message = read_error(read_parallel, path)
-    assert f"{path}:{line}: " in message and problem in message
 
 
 def test_load_dataset_seq2seq_any_extension(tmp_path: Path) -> None:
