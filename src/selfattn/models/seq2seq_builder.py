@@ -7,6 +7,7 @@ lecture 003). Training and decoding it is :mod:`selfattn.tasks.seq2seq`'s work.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from selfattn.models.architectures.rnn import RNNOptions
 from selfattn.models.encoders import stack_config
@@ -72,20 +73,28 @@ def build_seq2seq_model(
     built = Seq2SeqTransformer(
         encoder,
         decoder,
-        target_vocab_size=spec.num_labels,
-        source_vocab_size=spec.vocab_size,
-        source_feature_dim=spec.feature_dim,
+        **_shared_arguments(seq2seq, spec),
         encoder_kind=model.architecture,  # type: ignore[arg-type]
-        share_embeddings=seq2seq.share_embeddings,
-        tie_output=seq2seq.tie_output,
         output=seq2seq.output,
         cross_layers=seq2seq.cross_layers,
         length_predictor=seq2seq.nat,
-        alignment=seq2seq.alignment_config(),
     )
-    built.spec = spec
     use_layer_choices(built, model)
+    built.spec = spec
     return built
+
+
+def _shared_arguments(seq2seq: Seq2SeqConfig, spec: TaskSpec) -> dict[str, Any]:
+    """What every encoder–decoder reads alike: its vocabularies (or source vectors) from
+    ``spec``, and ``seq2seq``'s shared embeddings, tied output and alignment."""
+    return {
+        "target_vocab_size": spec.num_labels,
+        "source_vocab_size": spec.vocab_size,
+        "source_feature_dim": spec.feature_dim,
+        "share_embeddings": seq2seq.share_embeddings,
+        "tie_output": seq2seq.tie_output,
+        "alignment": seq2seq.alignment_config(),
+    }
 
 
 #: ``[seq2seq]`` settings the RNN encoder–decoder has nothing for, and why (one line each).
@@ -122,9 +131,7 @@ def build_rnn_seq2seq(model: RNNOptions, seq2seq: Seq2SeqConfig, spec: TaskSpec)
                 f'(model.architecture = "rnn") {reason}'
             )
     built = RNNSeq2Seq(
-        target_vocab_size=spec.num_labels,
-        source_vocab_size=spec.vocab_size,
-        source_feature_dim=spec.feature_dim,
+        **_shared_arguments(seq2seq, spec),
         embed_dim=model.embed_dim,
         hidden_dim=model.ffn_dim,
         max_len=spec.max_len,
@@ -134,9 +141,6 @@ def build_rnn_seq2seq(model: RNNOptions, seq2seq: Seq2SeqConfig, spec: TaskSpec)
         score=model.score,
         input_feeding=model.input_feeding,
         dropout=model.dropout,
-        share_embeddings=seq2seq.share_embeddings,
-        tie_output=seq2seq.tie_output,
-        alignment=seq2seq.alignment_config(),
     )
     built.spec = spec
     return built
