@@ -309,12 +309,7 @@ class WindowKernel(AttentionKernel):
 
     def __init__(self, window: int, block_size: int | None = None, dropout: float = 0.0) -> None:
         super().__init__()
-        if not isinstance(window, int) or window < 0:
-            raise ValueError(f"window must be a non-negative int, got {window!r}")
-        if block_size is not None and block_size < 1:
-            raise ValueError(f"block_size must be >= 1, got {block_size}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        _check_options(window, block_size, dropout)
         self.window = window
         self.block_size = block_size
         self.dropout = dropout
@@ -382,12 +377,7 @@ def _check(
             f"window attention needs as many key/value heads as query heads, got "
             f"{k.shape[1]} and {q.shape[1]}"
         )
-    if not isinstance(window, int) or window < 0:
-        raise ValueError(f"window must be a non-negative int, got {window!r}")
-    if block_size is not None and block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    _check_options(window, block_size, dropout)
     if implementation not in ("auto", "blocked", "flex"):
         raise ValueError(
             f"implementation must be 'auto', 'blocked' or 'flex', got {implementation!r}"
@@ -396,3 +386,14 @@ def _check(
         raise RuntimeError("implementation='flex' needs torch.nn.attention.flex_attention")
     if implementation == "flex" and dropout > 0:
         raise ValueError("implementation='flex' has no attention dropout; use 'blocked'")
+
+
+def _check_options(window: int, block_size: int | None, dropout: float) -> None:
+    """One-line errors for a window, block size or dropout that window attention (the
+    function and the kernel alike) cannot use."""
+    if not isinstance(window, int) or window < 0:
+        raise ValueError(f"window must be a non-negative int, got {window!r}")
+    if block_size is not None and block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
