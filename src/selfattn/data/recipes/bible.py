@@ -172,9 +172,19 @@ def build_bible_en_es(recipe: Recipe, paths: list[Path]) -> DatasetSplits:
     return recipe.splits(train, dev, test)
 
 
-def _ztext_members(module: str) -> tuple[str, ...]:
+#: The pinned digest of each translation's Debian package.
+_SHA256 = {
+    "sword-text-web": "930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1",
+    "sword-text-sparv": "5c87f9b2bc97457e8a872f5bae7ea7ce59cb3de1dcee73e4d4740451863694cf",
+}
+
+
+def _sword_text(package: str, version: str, module: str, download_mb: float) -> DebianPackage:
+    """Debian's ``package`` of SWORD Bible ``module``: its compressed text (both
+    testaments' index, verse and text files)."""
     folder = f"usr/share/sword/modules/texts/ztext/{module}"
-    return tuple(f"{folder}/{t}.{ext}" for t in ("ot", "nt") for ext in ("bzs", "bzv", "bzz"))
+    members = tuple(f"{folder}/{t}.{ext}" for t in ("ot", "nt") for ext in ("bzs", "bzv", "bzz"))
+    return DebianPackage(package, version, _SHA256[package], members, download_mb)
 
 
 register(
@@ -191,20 +201,8 @@ register(
         ),
         source=DebianSource(
             (
-                DebianPackage(
-                    package="sword-text-web",
-                    version="426.0-1",
-                    sha256="930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1",
-                    members=_ztext_members("engWEB2015eb"),
-                    download_mb=4.0,
-                ),
-                DebianPackage(
-                    package="sword-text-sparv",
-                    version="2.60-1",
-                    sha256="5c87f9b2bc97457e8a872f5bae7ea7ce59cb3de1dcee73e4d4740451863694cf",
-                    members=_ztext_members("spaRV1909eb"),
-                    download_mb=2.7,
-                ),
+                _sword_text("sword-text-web", "426.0-1", "engWEB2015eb", 4.0),
+                _sword_text("sword-text-sparv", "2.60-1", "spaRV1909eb", 2.7),
             )
         ),
         licence="public domain (both translations)",
