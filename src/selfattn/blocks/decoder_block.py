@@ -25,6 +25,7 @@ from selfattn.attention.multihead import MultiHeadAttention
 from selfattn.blocks.config import BlockConfig
 from selfattn.blocks.encoder_block import (
     ResidualBlock,
+    block_attention,
     config_from_torch,
     copy_norms,
     feed_forward,
@@ -91,16 +92,7 @@ class DecoderBlock(ResidualBlock):
         if memory_dim is not None and memory_dim < 1:
             raise ValueError(f"memory_dim must be positive, got {memory_dim}")
         self.self_attn = self_attention(config, positional=positional)
-        self.cross_attn = MultiHeadAttention(
-            config.embed_dim,
-            config.num_heads,
-            kdim=memory_dim or config.embed_dim,
-            num_kv_heads=config.num_kv_heads,
-            bias=config.bias,
-            dropout=config.weight_dropout,
-            score=config.score,
-            normalizer=config.normalizer,
-        )
+        self.cross_attn = block_attention(config, kdim=memory_dim or config.embed_dim)
         alignment = alignment or AlignmentConfig()
         if alignment.kind != "content" and config.normalizer != "softmax":
             raise ValueError(

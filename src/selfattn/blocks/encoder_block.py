@@ -61,15 +61,31 @@ def self_attention(
             f"attention={config.attention!r} but no kernel was given: stacks build one per "
             f"block; a lone block takes kernel=build_kernel({config.attention!r}, ...)"
         )
+    return block_attention(
+        config, include_self=config.include_self, positional=positional, kernel=kernel
+    )
+
+
+def block_attention(
+    config: BlockConfig,
+    *,
+    kdim: int | None = None,
+    include_self: bool = True,
+    positional: RelativePositional | None = None,
+    kernel: nn.Module | None = None,
+) -> MultiHeadAttention:
+    """An attention of a block, self- or cross- (keys of width ``kdim``): its width, heads,
+    key/value heads, bias, weight dropout, score and normaliser are ``config``'s."""
     return MultiHeadAttention(
         config.embed_dim,
         config.num_heads,
+        kdim=kdim,
         num_kv_heads=config.num_kv_heads,
         bias=config.bias,
         dropout=config.weight_dropout,
         score=config.score,
         normalizer=config.normalizer,
-        include_self=config.include_self,
+        include_self=include_self,
         positional=positional,
         kernel=kernel,
     )
