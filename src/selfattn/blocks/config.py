@@ -70,6 +70,15 @@ def check_kernel_fits(
         )
 
 
+def check_convolution(kernel_size: int, norm: str) -> None:
+    """One-line errors for a Conformer convolution's kernel size and normalisation (a
+    config's ``conv_kernel_size`` and ``conv_norm``, or the module's own arguments)."""
+    if kernel_size < 1:
+        raise ValueError(f"conv_kernel_size must be >= 1, got {kernel_size}")
+    if norm not in ("batch", "layer"):
+        raise ValueError(f"conv_norm must be 'batch' or 'layer', got {norm!r}")
+
+
 def _setting(name: str, value: object) -> str:
     """A keyword argument as Python spells it: ``score='dot'``."""
     return f"{name}={value!r}"
@@ -140,10 +149,7 @@ class BlockConfig:
         self._check_rates()
         check_activation(self.activation)
         self._check_attention()
-        if self.conv_kernel_size < 1:
-            raise ValueError(f"conv_kernel_size must be >= 1, got {self.conv_kernel_size}")
-        if self.conv_norm not in ("batch", "layer"):
-            raise ValueError(f"conv_norm must be 'batch' or 'layer', got {self.conv_norm!r}")
+        check_convolution(self.conv_kernel_size, self.conv_norm)
 
     def _check_sizes(self) -> None:
         if self.embed_dim < 1 or self.num_heads < 1 or self.ffn_dim < 1:

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from selfattn.attention.masks import MaskArgs
-from selfattn.blocks.config import BlockConfig, ConvNormName
+from selfattn.blocks.config import BlockConfig, ConvNormName, check_convolution
 from selfattn.blocks.encoder_block import self_attention
 from selfattn.positional.base import RelativePositional
 
@@ -155,10 +155,7 @@ class ConvolutionModule(nn.Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        if kernel_size < 1:
-            raise ValueError(f"conv_kernel_size must be >= 1, got {kernel_size}")
-        if norm not in ("batch", "layer"):
-            raise ValueError(f"conv_norm must be 'batch' or 'layer', got {norm!r}")
+        check_convolution(kernel_size, norm)
         self.kernel_size = kernel_size
         self.layer_norm = nn.LayerNorm(embed_dim, eps=layer_norm_eps, bias=bias)
         self.pointwise_in = nn.Conv1d(embed_dim, 2 * embed_dim, 1, bias=bias)
