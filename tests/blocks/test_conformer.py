@@ -170,3 +170,17 @@ def test_bad_options_are_one_line_errors() -> None:
         ConformerBlock(BlockConfig(E, H, FFN, conv_norm="group"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="divisible"):
         Conformer(StackConfig(E, 3, FFN, num_layers=1))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"kernel_size": 0}, "conv_kernel_size must be >= 1, got 0"),
+        ({"norm": "group"}, "conv_norm must be 'batch' or 'layer', got 'group'"),
+    ],
+)
+def test_convolution_module_refuses_what_the_config_refuses(
+    options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        ConvolutionModule(E, **options)  # type: ignore[arg-type]
