@@ -16,7 +16,7 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 
 from selfattn.datatypes import DataError
-from selfattn.pretrained.recordings import POCKETSPHINX_TESTDATA, recordings
+from selfattn.pretrained.recordings import POCKETSPHINX_TESTDATA, Recording, recordings
 from selfattn.pretrained.weights import PretrainedError
 
 from ..helpers_pretrained import fetched_weights
@@ -124,12 +124,26 @@ def librivox_recordings() -> dict[str, tuple[Path, str]]:
     return {r.path.stem: (r.path, r.reference) for r in recordings() if r.corpus == "librivox"}
 
 
-@pytest.fixture(scope="session")
-def librivox() -> dict[str, tuple[Path, str]]:
-    """:func:`librivox_recordings`, or a skip saying why they cannot be fetched here."""
+def fetched_recordings() -> list[Recording]:
+    """Every pocketsphinx-testdata recording, or a skip saying why they cannot be fetched
+    here."""
     if not POCKETSPHINX_TESTDATA.is_fetched() and not shutil.which("apt-get"):
         pytest.skip("pocketsphinx-testdata: needs apt-get to fetch")
     try:
-        return librivox_recordings()
+        return recordings()
     except DataError as err:
         pytest.skip(f"pocketsphinx-testdata cannot be fetched here ({err})")
+
+
+@pytest.fixture(scope="session")
+def librivox() -> dict[str, tuple[Path, str]]:
+    """:func:`librivox_recordings`, or a skip saying why they cannot be fetched here."""
+    fetched_recordings()
+    return librivox_recordings()
+
+
+@pytest.fixture(scope="session")
+def cards() -> dict[str, Recording]:
+    """The card recordings by id (``001`` … ``005``), or a skip saying why they cannot be
+    fetched here."""
+    return {r.path.stem: r for r in fetched_recordings() if r.corpus == "cards"}

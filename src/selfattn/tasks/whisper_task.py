@@ -40,7 +40,7 @@ from selfattn.decoding.whisper import WhisperAsEncoderDecoder
 from selfattn.models.option_groups import toml_value
 from selfattn.models.seq2seq_options import Seq2SeqConfig
 from selfattn.models.spec import TaskSpec
-from selfattn.pretrained.transcribe import WhisperTokenizer
+from selfattn.pretrained.transcribe import WhisperTokenizer, word_error_rate
 from selfattn.pretrained.weights import pretrained_folder
 from selfattn.pretrained.whisper import WhisperConfig, WhisperModel, is_whisper_checkpoint
 from selfattn.pretrained.whisper_finetune import (
@@ -342,7 +342,11 @@ class WhisperTask(Task):
             ``exact_match`` (the transcript's words equal the reference's),
             ``token_error_rate`` (word error rate over whitespace-separated words: the
             digit error rate of spoken digit strings), ``char_error_rate`` (over the
-            characters, spaces included), ``sentences_per_s``, ``count``.
+            characters, spaces included), ``word_error_rate`` (over the words as
+            :func:`~selfattn.pretrained.transcribe.transcript_words` normalises them: case,
+            punctuation and numbers up to twenty set aside, so a transcript in another
+            style than the references' is scored by what it says), ``sentences_per_s``,
+            ``count``.
         """
         assert isinstance(model, WhisperModel)
         if isinstance(split, DataFile):
@@ -355,8 +359,9 @@ class WhisperTask(Task):
             raise ValueError(f"unknown split {split!r}; choose train, dev or test")
         examples = [self.fit(model, e, truncate=truncate) for e in examples]
         started = time.perf_counter()
-        hypotheses = [text.split() for text in self.transcribe(model, examples, **options)]
+        texts = self.transcribe(model, examples, **options)
         seconds = time.perf_counter() - started
+        hypotheses = [text.split() for text in texts]
         references = [list(e.label) for e in examples]
         pairs = list(zip(hypotheses, references, strict=True))
         return {
@@ -365,6 +370,7 @@ class WhisperTask(Task):
             "char_error_rate": token_error_rate(
                 [list(" ".join(h)) for h in hypotheses], [list(" ".join(r)) for r in references]
             ),
+            "word_error_rate": word_error_rate(texts, [" ".join(r) for r in references]),
             "sentences_per_s": len(pairs) / max(seconds, 1e-9),
             "count": float(len(pairs)),
         }
