@@ -2,7 +2,7 @@
 ``save_pretrained``) whose WordPiece vocabulary splits some words of the data into several
 pieces, the data files, and ``fine_tuning``: a test's fine-tuning configs, runs and
 refusals. (``minilm_folder``, the real checkpoint, is in tests/conftest.py.) The Whisper
-tests' fixtures (tiny_folder, whisper_folder, librivox) are in whisper_fixtures.py and
+tests' fixtures (tiny_folder, whisper_folder, librivox, cards) are in whisper_fixtures.py and
 served from here to every test of the folder."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from selfattn.cli.main import main
 from selfattn.config import Config, DataConfig, TrainConfig, model_options
 
 from ..helpers_cli import one_line_error, set_flags, toml_table, write_config
-from .whisper_fixtures import librivox, tiny_folder, whisper_folder
+from .whisper_fixtures import cards, librivox, tiny_folder, whisper_folder
 
-__all__ = ["librivox", "tiny_folder", "whisper_folder"]  # the Whisper tests' fixtures
+__all__ = ["cards", "librivox", "tiny_folder", "whisper_folder"]  # the Whisper tests' fixtures
 
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "a", "mat", "good", "bad", "film", "very"]
 # "sitting" → sit ##ting, "mats" → mat ##s, "films" → film ##s: words of several pieces.

@@ -15,9 +15,6 @@ from selfattn.cli.main import main
 from selfattn.pretrained.recordings import Recording
 
 from ..helpers_cli import write_config
-from .whisper_fixtures import cards, whisper_folder
-
-__all__ = ["cards", "whisper_folder"]  # fixtures
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
