@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,7 @@ def fewer_frames(transcriber: Transcriber, samples: np.ndarray, seconds: float |
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()[0]
     ours = Transcriber(args.model)
     theirs = None
     if not args.no_hf:
@@ -167,6 +169,9 @@ def main(argv: list[str] | None = None) -> None:
     if theirs is not None:
         print(f"same tokens as transformers in {same}/{len(data)}")
         values["hf"]["same-tokens"] = same
+    # The times are absolute: the machine's 1-minute load average before and after says how
+    # busy it was.
+    values["load"] = {"start": load_before, "end": os.getloadavg()[0]}
     print(json.dumps(values))  # the numbers, for tests/docs/records.py record
 
 
