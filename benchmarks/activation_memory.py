@@ -23,6 +23,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import time
 
@@ -100,8 +102,12 @@ def main() -> None:
         ("peak of a step MiB", peaks[False] / mib, peaks[True] / mib),
         ("step time s (median)", seconds[False], seconds[True]),
     )
-    for name, without, with_ in rows:
+    values: dict[str, float] = {}
+    for (name, without, with_), key in zip(rows, ("saved", "peak", "step"), strict=True):
         print(f"{name:24}{without:12.2f}{with_:12.2f}{with_ / without:16.3f}")
+        values |= {f"{key}-off": without, f"{key}-on": with_, f"{key}-ratio": with_ / without}
+    values["load"] = os.getloadavg()[0]  # the times are absolute: how busy the machine was
+    print(json.dumps(values))  # the numbers, for tests/docs/records.py record
 
 
 if __name__ == "__main__":
