@@ -132,6 +132,17 @@ def main() -> None:
     print(
         f"({time.perf_counter() - started:.0f} s; {out / 'results.json'}, {out / 'data_size.png'})"
     )
+    # The numbers once more as one JSON object (fraction → model → test accuracy in %, the
+    # training images), for tests/docs/records.py record.
+    found = {
+        f"{row['fraction']:g}": {
+            "train_size": row["train_size"],
+            **{f"{model}_pct": 100 * row[model]["accuracy"] for model in MODELS},
+            **{f"{model}_seconds": row[model]["seconds"] for model in MODELS},
+        }
+        for row in rows
+    }
+    print(json.dumps(found))
 
 
 if __name__ == "__main__":
