@@ -14,6 +14,10 @@ AdamW; one thread. Printed, for the same model without and with checkpointing:
 * step time: median seconds of a forward + backward + AdamW step, the two settings
   interleaved step by step so machine noise hits both.
 
+The last line is the numbers once more as one JSON object (``saved-off``, ``saved-on``,
+``saved-ratio`` and so on, and the 1-minute load average), which
+``tests/docs/records.py record`` reads.
+
 Usage::
 
     python benchmarks/activation_memory.py              # ~1 min on one thread

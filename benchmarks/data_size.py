@@ -6,7 +6,8 @@ is the more flexible model, so it needs more data, and with enough it catches up
 This script trains the task's ViT and CNN configs (``configs/<task>_vit.toml``,
 ``configs/<task>_cnn.toml``) on nested, class-stratified subsets of the training split
 (``data.train_fraction``: 10 % ⊂ 30 % ⊂ 100 %) and reports test accuracy of the best dev
-checkpoint.
+checkpoint; its last line is the numbers as one JSON object (fraction → ``vit_pct``,
+``cnn_pct``, seconds, ``train_size``), which ``tests/docs/records.py record`` reads.
 
 Budget policy: every run takes the same number of optimiser steps — the config's epochs
 over the *full* training split — so a 10 % run trains 10 × the epochs (``epochs =

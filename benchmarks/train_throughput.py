@@ -23,6 +23,10 @@ learned absolute positions, fp32 on the CPU):
   dropout before its head, ours does. The extra E × E layer costs ~1/(8·layers) of one
   encoder's matrix work, well under the noise at these sizes.
 
+The last line is every row and parameter count once more as one JSON object
+(``d256.default.t1.32x128.ours_over_hf``, ``d256.ours_params``, …), which
+``tests/docs/records.py record`` reads.
+
 Each step is what training does: forward on a right-padded batch (lengths in [L/2, L]) with
 its padding mask, cross-entropy of the logits at the real positions against random
 targets (computed the same way outside each model; BERT gets no ``labels``), backward, and

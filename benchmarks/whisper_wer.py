@@ -18,6 +18,10 @@ recording:
 Words are compared as :func:`selfattn.pretrained.transcribe.transcript_words` writes them
 (lower case, no punctuation, hyphens split, ``Mr.`` → mister, numbers up to 20 spelled).
 
+The last line is the table once more as one JSON object (each column's ``wer-librivox``,
+``wer-cards``, ``wer-all`` and ``seconds``; the 1-minute load average at the start and the
+end), which ``tests/docs/records.py record`` reads.
+
 Usage::
 
     python benchmarks/whisper_wer.py --threads 1

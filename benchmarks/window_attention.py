@@ -19,6 +19,10 @@ while other processes kept the CPU busy are marked ``noisy``. Peak memory is
 allocation through PyTorch's allocator, the highest total above the start; on CUDA:
 ``max_memory_allocated``).
 
+The last line is every number once more as one JSON object (``16384.fwd-bwd.band.time_ratio``,
+``growth.1024.ours_mib``, …, and the 1-minute load average), which
+``tests/docs/records.py record`` reads.
+
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/window_attention.py             # ~5 min at 1 thread
