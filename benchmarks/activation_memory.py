@@ -14,6 +14,10 @@ AdamW; one thread. Printed, for the same model without and with checkpointing:
 * step time: median seconds of a forward + backward + AdamW step, the two settings
   interleaved step by step so machine noise hits both.
 
+The last line is the numbers once more as one JSON object (``saved-off``, ``saved-on``,
+``saved-ratio`` and so on, and the 1-minute load average), which
+``tests/docs/records.py record`` reads.
+
 Usage::
 
     python benchmarks/activation_memory.py              # ~1 min on one thread
@@ -23,6 +27,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import time
 
@@ -100,8 +106,12 @@ def main() -> None:
         ("peak of a step MiB", peaks[False] / mib, peaks[True] / mib),
         ("step time s (median)", seconds[False], seconds[True]),
     )
-    for name, without, with_ in rows:
+    values: dict[str, float] = {}
+    for (name, without, with_), key in zip(rows, ("saved", "peak", "step"), strict=True):
         print(f"{name:24}{without:12.2f}{with_:12.2f}{with_ / without:16.3f}")
+        values |= {f"{key}-off": without, f"{key}-on": with_, f"{key}-ratio": with_ / without}
+    values["load"] = os.getloadavg()[0]  # the times are absolute: how busy the machine was
+    print(json.dumps(values))  # the numbers, for tests/docs/records.py record
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ is the more flexible model, so it needs more data, and with enough it catches up
 This script trains the task's ViT and CNN configs (``configs/<task>_vit.toml``,
 ``configs/<task>_cnn.toml``) on nested, class-stratified subsets of the training split
 (``data.train_fraction``: 10 % ⊂ 30 % ⊂ 100 %) and reports test accuracy of the best dev
-checkpoint.
+checkpoint; its last line is the numbers as one JSON object (fraction → ``vit_pct``,
+``cnn_pct``, seconds, ``train_size``), which ``tests/docs/records.py record`` reads.
 
 Budget policy: every run takes the same number of optimiser steps — the config's epochs
 over the *full* training split — so a 10 % run trains 10 × the epochs (``epochs =
@@ -132,6 +133,17 @@ def main() -> None:
     print(
         f"({time.perf_counter() - started:.0f} s; {out / 'results.json'}, {out / 'data_size.png'})"
     )
+    # The numbers once more as one JSON object (fraction → model → test accuracy in %, the
+    # training images), for tests/docs/records.py record.
+    found = {
+        f"{row['fraction']:g}": {
+            "train_size": row["train_size"],
+            **{f"{model}_pct": 100 * row[model]["accuracy"] for model in MODELS},
+            **{f"{model}_seconds": row[model]["seconds"] for model in MODELS},
+        }
+        for row in rows
+    }
+    print(json.dumps(found))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,10 @@ learned absolute positions, fp32 on the CPU):
   dropout before its head, ours does. The extra E × E layer costs ~1/(8·layers) of one
   encoder's matrix work, well under the noise at these sizes.
 
+The last line is every row and parameter count once more as one JSON object
+(``d256.default.t1.32x128.ours_over_hf``, ``d256.ours_params``, …), which
+``tests/docs/records.py record`` reads.
+
 Each step is what training does: forward on a right-padded batch (lengths in [L/2, L]) with
 its padding mask, cross-entropy of the logits at the real positions against random
 targets (computed the same way outside each model; BERT gets no ``labels``), backward, and
@@ -64,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import statistics
 import time
@@ -419,6 +424,7 @@ def main(argv: list[str] | None = None) -> None:
     print(header)
     print("-" * len(header))
     counts: dict[str, dict[str, float | int]] = {}
+    values: dict[str, dict[str, float | int]] = {}
     for name in args.sizes:
         for threads in args.threads:
             torch.set_num_threads(threads)
@@ -428,12 +434,21 @@ def main(argv: list[str] | None = None) -> None:
                     row = measure(args, SIZES[name], batch, length, placement)
                     counts[name] = row
                     print_row(name, placement, threads, batch, length, row)
+                    values[f"{name}.{placement}.t{threads}.{batch}x{length}"] = {
+                        "ours": row["ours"],
+                        "torch": row["torch"],
+                        "hf": row["hf"],
+                        "ours_over_torch": row["ours"] / row["torch"],
+                        "ours_over_hf": row["ours"] / row["hf"],
+                    }
     print("\nparameters (tied weights counted once; the placement changes none)")
     for name, row in counts.items():
         print(
             f"{name:>5} {SIZES[name]}: ours {row['ours_params']:,}, torch "
             f"{row['torch_params']:,}, HF BertForMaskedLM {row['hf_params']:,}"
         )
+        values[name] = {key: row[key] for key in ("ours_params", "torch_params", "hf_params")}
+    print(json.dumps(values))  # the numbers, for tests/docs/records.py record
 
 
 def print_row(

@@ -18,6 +18,10 @@ recording:
 Words are compared as :func:`selfattn.pretrained.transcribe.transcript_words` writes them
 (lower case, no punctuation, hyphens split, ``Mr.`` → mister, numbers up to 20 spelled).
 
+The last line is the table once more as one JSON object (each column's ``wer-librivox``,
+``wer-cards``, ``wer-all`` and ``seconds``; the 1-minute load average at the start and the
+end), which ``tests/docs/records.py record`` reads.
+
 Usage::
 
     python benchmarks/whisper_wer.py --threads 1
@@ -28,6 +32,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -97,6 +103,7 @@ def fewer_frames(transcriber: Transcriber, samples: np.ndarray, seconds: float |
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()[0]
     ours = Transcriber(args.model)
     theirs = None
     if not args.no_hf:
@@ -118,6 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.beam:
         columns.append((f"ours --beam {args.beam}", {"beam": args.beam}))
     labels = [label for label, _ in columns] + (["transformers generate"] if theirs else [])
+    keys = dict(zip(labels, [column_key(setup) for _, setup in columns] + ["hf"], strict=False))
     rows: dict[str, list[str]] = {label: [] for label in labels}
     seconds = dict.fromkeys(labels, 0.0)
     references: list[str] = []
@@ -151,15 +159,35 @@ def main(argv: list[str] | None = None) -> None:
     corpora = ["librivox", "cards", None] if args.corpus == "all" else [args.corpus]
     print("| column | " + " | ".join(f"WER {c or 'all'}" for c in corpora) + " | s/recording |")
     print("|---" * (len(corpora) + 2) + "|")
+    values: dict[str, dict[str, float]] = {}
     for label in labels:
-        cells = []
+        cells, found = [], values.setdefault(keys[label], {})
         for corpus in corpora:
             picked = [i for i, row in enumerate(data) if corpus is None or row[0] == corpus]
             hypotheses = [rows[label][i] for i in picked]
-            cells.append(f"{word_error_rate(hypotheses, [references[i] for i in picked]):.3f}")
+            rate = word_error_rate(hypotheses, [references[i] for i in picked])
+            found[f"wer-{corpus or 'all'}"] = rate
+            cells.append(f"{rate:.3f}")
+        found["seconds"] = round(seconds[label] / len(data), 3)
         print(f"| {label} | " + " | ".join(cells) + f" | {seconds[label] / len(data):.2f} |")
     if theirs is not None:
         print(f"same tokens as transformers in {same}/{len(data)}")
+        values["hf"]["same-tokens"] = same
+    # The times are absolute: the machine's 1-minute load average before and after says how
+    # busy it was.
+    values["load"] = {"start": load_before, "end": os.getloadavg()[0]}
+    print(json.dumps(values))  # the numbers, for tests/docs/records.py record
+
+
+def column_key(setup: dict[str, Any]) -> str:
+    """A column's name in the JSON line: ``greedy``, ``trim``, ``own-frames``, ``pad-10``,
+    ``window-64`` or ``beam-5``."""
+    if "pad" in setup:
+        pad = setup["pad"]
+        return "own-frames" if pad is None else "trim" if pad == 0 else f"pad-{pad:g}"
+    if "window" in setup:
+        return f"window-{setup['window']}"
+    return f"beam-{setup['beam']}" if "beam" in setup else "greedy"
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ while other processes kept the CPU busy are marked ``noisy``. Peak memory is
 allocation through PyTorch's allocator, the highest total above the start; on CUDA:
 ``max_memory_allocated``).
 
+The last line is every number once more as one JSON object (``16384.fwd-bwd.band.time_ratio``,
+``growth.1024.ours_mib``, …, and the 1-minute load average), which
+``tests/docs/records.py record`` reads.
+
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/window_attention.py             # ~5 min at 1 thread
@@ -28,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -112,7 +117,7 @@ def check_same(kernel: WindowKernel, length: int, args: argparse.Namespace) -> f
     return float((ours - band).abs().max())
 
 
-def comparison(args: argparse.Namespace, kernel: WindowKernel) -> None:
+def comparison(args: argparse.Namespace, kernel: WindowKernel) -> dict[str, float]:
     print(
         f"\n== window kernel ÷ dense SDPA: w={args.window}, B={args.batch}, H={args.heads}, "
         f"D={args.head_dim} =="
@@ -121,8 +126,10 @@ def comparison(args: argparse.Namespace, kernel: WindowKernel) -> None:
         f"{'L':>6} {'mode':<8}{'ref':<6}{'ours ms':>10}{'ref ms':>10}{'time ×':>8}  "
         f"{'ours MiB':>10}{'ref MiB':>10}{'mem ×':>8}  note"
     )
+    values: dict[str, float] = {}
     for length in args.lengths:
-        note_same = f"max |ours − band| = {check_same(kernel, length, args):.1e}"
+        values[f"{length}.max_diff"] = check_same(kernel, length, args)
+        note_same = f"max |ours − band| = {values[f'{length}.max_diff']:.1e}"
         print(f"{length:>6} {note_same}", flush=True)
         for backward in (False, True):
             tensors, grad_out = inputs(args, length)
@@ -151,11 +158,22 @@ def comparison(args: argparse.Namespace, kernel: WindowKernel) -> None:
                     f"{peaks['ours'] / max(peaks[ref], 1):>8.3f}  {note}".rstrip(),
                     flush=True,
                 )
+                key = f"{length}.{'fwd-bwd' if backward else 'fwd'}.{ref}"
+                values |= {
+                    f"{key}.ours_ms": seconds["ours"] * 1e3,
+                    f"{key}.ref_ms": seconds[ref] * 1e3,
+                    f"{key}.time_ratio": seconds["ours"] / seconds[ref],
+                    f"{key}.ours_mib": peaks["ours"] / MiB,
+                    f"{key}.ref_mib": peaks[ref] / MiB,
+                    f"{key}.memory_ratio": peaks["ours"] / max(peaks[ref], 1),
+                }
+    return values
 
 
-def growth(args: argparse.Namespace, kernel: WindowKernel) -> None:
+def growth(args: argparse.Namespace, kernel: WindowKernel) -> dict[str, float]:
     print(f"\n== forward+backward peak memory against L (w={args.window}) ==")
     print(f"{'L':>6}{'ours MiB':>10}{'KiB / pos':>11}{'band MiB':>10}{'KiB / pos':>11}")
+    values = {}
     for length in args.growth:
         tensors, grad_out = inputs(args, length)
         row = f"{length:>6}"
@@ -163,7 +181,10 @@ def growth(args: argparse.Namespace, kernel: WindowKernel) -> None:
             attend = attends(kernel, length, grad_out.device)[name]
             peak = measure_memory(make_call(attend, tensors, grad_out, True), args.device).peak
             row += f"{peak / MiB:>10.1f}{peak / 1024 / length:>11.1f}"
+            values[f"growth.{length}.{name}_mib"] = peak / MiB
+            values[f"growth.{length}.{name}_kib_per_position"] = peak / 1024 / length
         print(row, flush=True)
+    return values
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -197,9 +218,11 @@ def main(argv: list[str] | None = None) -> None:
         "ratios are ours ÷ reference (< 1: ours faster / smaller); band = SDPA under the "
         "band mask (same result), full = SDPA without a mask; memory = measure_memory peak"
     )
-    comparison(args, kernel)
+    values = comparison(args, kernel)
     if args.growth:
-        growth(args, kernel)
+        values |= growth(args, kernel)
+    values["load"] = os.getloadavg()[0]  # the times are absolute: how busy the machine was
+    print(json.dumps(values))  # the numbers, for tests/docs/records.py record
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ at a tiny size, and the Marian twin computes what ours computes."""
 
 from __future__ import annotations
 
+import json
 from types import ModuleType
 
 import pytest
@@ -27,6 +28,11 @@ def test_train_throughput_prints_three_sides(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "ours/HF" in out
     assert "HF BertForMaskedLM" in out
+    last = json.loads(out.splitlines()[-1])  # the numbers again, for a record of the run
+    assert last["tiny"]["ours_params"] > 0 and last["tiny"]["hf_params"] > 0
+    assert f"{last['tiny']['ours_params']:,}" in out
+    row = last["tiny.default.t1.2x16"]
+    assert row["ours_over_hf"] == pytest.approx(row["ours"] / row["hf"])
 
 
 def test_marian_twin_has_our_weights() -> None:

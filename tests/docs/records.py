@@ -26,9 +26,11 @@ numbers (rounded as written).
 
 Run as a script, ``params CONFIG [--set FIELD=VALUE ...] [--module NAME]`` loads the
 config's data, builds its model and prints the record entry (spec and count) to paste under
-``models`` and ``values``; ``count`` says how many documented numbers cite a record
-(``--pages``: the unbacked ones by page); ``record ID -- COMMAND ...`` runs a command and
-writes the record of what it printed (tests/docs/recorder.py).
+``models`` and ``values``; ``splits CONFIG [--set ...]`` prints the sizes of its data's
+splits as one JSON line (examples, positions, the majority label's share); ``count`` says
+how many documented numbers cite a record (``--pages``: the unbacked ones by page);
+``record ID -- COMMAND ...`` runs a command and writes the record of what it printed
+(tests/docs/recorder.py).
 """
 
 from __future__ import annotations
@@ -269,6 +271,40 @@ def measure(config_path: str, overrides: list[str], module: str | None = None) -
     return {"model": model, "parameters": parameter_count(model)}
 
 
+def split_sizes(config_path: str, overrides: list[str]) -> dict[str, Any]:
+    """The sizes of ``config_path``'s data as training loads it (fitted to ``data.max_len``,
+    ``data.train_fraction`` applied): per split its examples, their input positions (words,
+    frames) and, where an example has one label or one per position, the share of the most
+    frequent label (the majority baseline); and the vocabulary and label counts of its spec.
+    """
+    from collections import Counter
+
+    from selfattn.config import load_config
+    from selfattn.tasks.run import prepare
+
+    prepared = prepare(load_config(Path(config_path), overrides))
+    sizes: dict[str, Any] = {}
+    for name in ("train", "dev", "test"):
+        examples = getattr(prepared.splits, name)
+        split: dict[str, float] = {
+            "examples": len(examples),
+            "positions": sum(len(example) for example in examples),
+        }
+        task = prepared.splits.task
+        if examples and task in ("token", "sequence"):
+            labels = Counter(
+                label
+                for example in examples
+                for label in (example.label if task == "token" else (example.label,))
+            )
+            split["majority"] = max(labels.values()) / sum(labels.values())
+        sizes[name] = split
+    spec = prepared.spec.to_dict()
+    # The sizes of the spec, not its flags (a bool is an int too).
+    sizes["spec"] = {key: value for key, value in spec.items() if type(value) is int}
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -276,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     params.add_argument("config", help="a config path relative to the repository root")
     params.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     params.add_argument("--module", help="count this submodule alone (encoder)")
+    sizes = commands.add_parser("splits", help="a config's data: split sizes, as JSON")
+    sizes.add_argument("config", help="a config path relative to the repository root")
+    sizes.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     counts = commands.add_parser("count", help="how many documented numbers records back")
     counts.add_argument("--pages", action="store_true", help="the unbacked numbers, by page")
     counts.set_defaults(config=None)
@@ -299,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
         cited, total, quoted = count_numbers(documents())
         print(f"{cited} of {total} documented numbers are backed by a record", end="")
         print(f", and {quoted} numbers of quoted output")
+        return 0
+    if args.command == "splits":
+        print(json.dumps(split_sizes(args.config, args.set)))
         return 0
     print(json.dumps(measure(args.config, args.set, args.module), indent=2))
     return 0

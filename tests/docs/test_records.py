@@ -28,6 +28,7 @@ from .records import (
     main,
     parameter_count,
     read_record,
+    split_sizes,
     unbacked,
 )
 
@@ -300,3 +301,22 @@ def test_nothing_is_recorded_from_a_failed_or_numberless_run(
     with pytest.raises(RecordingError, match=message):
         record("probe", command, root=checkout, folder=checkout, keys=keys)
     assert not list(checkout.glob("*.json"))
+
+
+FILES = [("dataset", "train"), ("dev", "dev"), ("test", "test")]
+
+
+def test_splits_says_the_sizes_of_a_configs_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "train.txt").write_text("the/DT cat/NN sat/VB\na/DT dog/NN\n", encoding="utf-8")
+    (tmp_path / "dev.txt").write_text("a/DT cat/NN\n", encoding="utf-8")
+    (tmp_path / "test.txt").write_text("the/DT dog/NN ran/VB ran/VB\n", encoding="utf-8")
+    overrides = [f'data.{s}="{tmp_path / f"{n}.txt"}"' for s, n in FILES]
+    sizes = split_sizes("configs/pos_wsj.toml", overrides)
+    assert sizes["train"] == {"examples": 2, "positions": 5, "majority": 0.4}
+    assert sizes["dev"] == {"examples": 1, "positions": 2, "majority": 0.5}
+    assert sizes["test"] == {"examples": 1, "positions": 4, "majority": 0.5}
+    assert sizes["spec"]["num_labels"] == 3 and sizes["spec"]["max_len"] == 128
+    assert main(["splits", "configs/pos_wsj.toml", *[f"--set={o}" for o in overrides]]) == 0
+    assert json.loads(capsys.readouterr().out) == sizes

@@ -134,6 +134,19 @@ def test_bench_attention_table(tmp_path: Path, capsys: pytest.CaptureFixture[str
     table = capsys.readouterr().out
     assert "x dense" in table and "window" in table
     rows = json.loads(out.read_text())
+    last = json.loads(table.splitlines()[-1])  # the numbers again, for a record of the run
+    assert {(v, int(n)) for v, lengths in last.items() for n in lengths} == {
+        (r["variant"], r["length"]) for r in rows
+    }
+    window = next(r for r in rows if (r["variant"], r["length"]) == ("window", 128))
+    assert last["window"]["128"] == {
+        "forward_s": window["forward_s"],
+        "backward_s": window["backward_s"],
+        "forward_mib": window["forward_peak"] / 2**20,
+        "backward_mib": window["backward_peak"] / 2**20,
+        "error": window["error"],
+        "ratios": window["ratios"],
+    }
     others = [name for name in KERNELS if name != "dense"]
     assert [(r["variant"], r["length"]) for r in rows] == [
         (v, n) for n in (64, 128) for v in ("dense", *others)

@@ -231,6 +231,22 @@ def format_table(rows: Iterable[BenchRow]) -> str:
     return "\n".join(lines)
 
 
+def rows_by_variant(rows: Iterable[BenchRow]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The rows as one JSON-ready object, variant → L → its numbers: seconds forward and
+    forward + backward, peaks in MiB, relative error and the ratios to dense."""
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        found.setdefault(row.variant, {})[str(row.length)] = {
+            "forward_s": row.forward_s,
+            "backward_s": row.backward_s,
+            "forward_mib": row.forward_peak / 2**20,
+            "backward_mib": row.backward_peak / 2**20,
+            "error": row.error,
+            "ratios": dict(row.ratios),
+        }
+    return found
+
+
 def plot_rows(rows: Sequence[BenchRow], path: Path) -> Path:
     """Forward+backward time and peak memory against L, one line per variant (log-log)."""
     import matplotlib

@@ -11,7 +11,13 @@ from pathlib import Path
 import torch
 
 from selfattn import runtime
-from selfattn.bench.attention import LENGTHS, bench_attention, format_table, plot_rows
+from selfattn.bench.attention import (
+    LENGTHS,
+    bench_attention,
+    format_table,
+    plot_rows,
+    rows_by_variant,
+)
 from selfattn.kernels import KERNELS
 
 
@@ -86,4 +92,5 @@ def run(args: argparse.Namespace) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps([asdict(row) for row in rows], indent=2) + "\n")
         print(f"rows: {args.json}")
+    print(json.dumps(rows_by_variant(rows)))  # last: the numbers, for a record of this run
     return 0
