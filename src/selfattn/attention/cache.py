@@ -114,6 +114,23 @@ class KVCache:
         self.key, self.value = key_buffer.narrow(2, 0, end), value_buffer.narrow(2, 0, end)
         return self.key, self.value
 
+    def write(self, position: int, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`append` of one step's ``(B, Hk, 1, D)`` keys and values at ``position``,
+        the number of positions cached, for a preallocated cache whose buffers exist and
+        have room (the caller made those checks once for the step): two copies and two
+        views, none of :meth:`append`'s checks."""
+        key_buffer, value_buffer = self._buffers  # type: ignore[misc]
+        key_buffer.narrow(2, position, 1).copy_(key)
+        value_buffer.narrow(2, position, 1).copy_(value)
+        self.key = key_buffer.narrow(2, 0, position + 1)
+        self.value = value_buffer.narrow(2, 0, position + 1)
+        return self.key, self.value
+
+    @property
+    def preallocated(self) -> bool:
+        """Whether the buffers of a preallocated cache exist (after its first append)."""
+        return self._buffers is not None
+
     def reorder(self, index: Tensor, moved: Tensor | None = None) -> None:
         """Keep batch rows ``index`` (``(B',)`` long), e.g. the surviving beams.
 

@@ -28,6 +28,8 @@ build has oneDNN; anything else (float64, CUDA, gradients) runs ``F.linear`` unc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -35,6 +37,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 _ROWS_HINT = 8  # the row count oneDNN lays the weight out for; any row count is accepted
+Projection = Callable[[Tensor], Tensor]
+Projections = Callable[[Tensor], tuple[Tensor, ...]]
 
 
 def _available() -> bool:
@@ -82,6 +86,11 @@ class PackedLinears:
         # One-row decodes' widening layers and stacked Q/K/V, laid out (in, Σ out).
         self._transposed: dict[tuple[nn.Linear, ...], _Packed] = {}
 
+    @property
+    def many_rows(self) -> bool:
+        """Whether this decode has had more than one row (its products are then packed)."""
+        return self._many_rows
+
     def applies(self, x: Tensor, weight: Tensor) -> bool:
         """Whether ``x`` times ``weight`` takes the packed path: :func:`packable`, and this
         decode has had more than one row (``x`` included)."""
@@ -99,18 +108,25 @@ class PackedLinears:
         """``layer(x)`` for ``x`` ``(..., in)``: by the packed weight when it
         :meth:`applies`; in a one-row decode on the CPU, a widening layer (more outputs
         than inputs) by an ``(in, out)`` copy of its weight; else ``F.linear``."""
-        if not self.applies(x, layer.weight):
+        return self.bind(layer, x)(x)
+
+    def bind(self, layer: nn.Linear, x: Tensor) -> Projection:
+        """``lambda t: self(layer, t)`` for the inputs of this decode's steps while they are
+        like ``x`` (as many rows, the same device, dtype and autograd state): the product
+        :meth:`__call__` would choose, chosen now, so a step pays no checks per product."""
+        weight, bias = layer.weight, layer.bias
+        if not self.applies(x, weight):
             widening = layer.out_features > layer.in_features
             if self._many_rows or not widening or x.device.type != "cpu" or _tracked(x, layer):
-                return F.linear(x, layer.weight, layer.bias)
-            return self._rows_by((layer,), x)  # 123 → 51 µs for 256 → 1,024
+                return partial(F.linear, weight=weight, bias=bias)
+            return self._rows_by((layer,))  # 123 → 51 µs for 256 → 1,024
         entry = self._packed.get(layer)
         if entry is None:
             entry = self._packed[layer] = _pack((layer,))
-        return torch.ops.mkldnn._linear_pointwise(x, entry.weight, entry.bias, "none", [], "")
+        return partial(_packed_product, weight=entry.weight, bias=entry.bias)
 
-    def _rows_by(self, layers: tuple[nn.Linear, ...], x: Tensor) -> Tensor:
-        """``x`` ``(..., in)`` for a one-row decode times the weights of ``layers``
+    def _rows_by(self, layers: tuple[nn.Linear, ...]) -> Projection:
+        """For a one-row decode: ``x`` ``(..., in)`` times the weights of ``layers``
         stacked and laid out ``(in, Σ out)``, made once: one MKL product ``(..., Σ out)``."""
         entry = self._transposed.get(layers)
         if entry is None:
@@ -118,29 +134,55 @@ class PackedLinears:
             entry = self._transposed[layers] = stacked._replace(
                 weight=stacked.weight.t().contiguous()
             )
-        rows = x.reshape(-1, x.shape[-1])
-        out = (
-            rows @ entry.weight
-            if entry.bias is None
-            else torch.addmm(entry.bias, rows, entry.weight)
-        )
-        return out.view(*x.shape[:-1], out.shape[-1])
+        return partial(_rows_by, weight=entry.weight, bias=entry.bias)
 
     def stacked(self, layers: tuple[nn.Linear, ...], x: Tensor) -> tuple[Tensor, ...]:
         """``tuple(layer(x) for layer in layers)`` for layers that read the same input (a
         self-attention's query, key and value projections), as one product by their weights
         stacked and packed once; in a one-row decode on the CPU, by their weights stacked
         once and laid out ``(in, Σ out)``."""
+        return self.bind_stacked(layers, x)(x)
+
+    def bind_stacked(self, layers: tuple[nn.Linear, ...], x: Tensor) -> Projections:
+        """``lambda t: self.stacked(layers, t)`` for inputs like ``x``, chosen now (as
+        :meth:`bind`)."""
+        sizes = [layer.out_features for layer in layers]
         if not self.applies(x, layers[0].weight):
             if self._many_rows or x.device.type != "cpu" or _tracked(x, layers[0]):
-                return tuple(F.linear(x, layer.weight, layer.bias) for layer in layers)
+                return partial(_each, layers=layers)
             # One product for Q, K and V: ~5 % of a batch-1 greedy step against three.
-            return self._rows_by(layers, x).split([layer.out_features for layer in layers], dim=-1)
+            return partial(_split, product=self._rows_by(layers), sizes=sizes)
         entry = self._packed.get(layers)
         if entry is None:
             entry = self._packed[layers] = _pack(layers)
-        out = torch.ops.mkldnn._linear_pointwise(x, entry.weight, entry.bias, "none", [], "")
-        return out.split(entry.sizes, dim=-1)
+        product = partial(_packed_product, weight=entry.weight, bias=entry.bias)
+        return partial(_split, product=product, sizes=entry.sizes)
+
+
+_LINEAR = torch.ops.mkldnn._linear_pointwise.default if _AVAILABLE else None
+
+
+def _packed_product(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``x @ W.T + b`` by oneDNN, ``weight`` packed by :func:`_pack`."""
+    assert _LINEAR is not None
+    return _LINEAR(x, weight, bias, "none", [], "")
+
+
+def _rows_by(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``x`` ``(..., in)`` times ``weight`` ``(in, out)`` plus ``bias``, as one MKL product."""
+    rows = x.reshape(-1, x.shape[-1])
+    out = rows @ weight if bias is None else torch.addmm(bias, rows, weight)
+    return out.view(*x.shape[:-1], out.shape[-1])
+
+
+def _split(x: Tensor, product: Projection, sizes: list[int]) -> tuple[Tensor, ...]:
+    """``product(x)`` split into the stacked layers' outputs."""
+    return product(x).split(sizes, dim=-1)
+
+
+def _each(x: Tensor, layers: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
+    """Each layer's ``F.linear`` of ``x``."""
+    return tuple(F.linear(x, layer.weight, layer.bias) for layer in layers)
 
 
 class _Packed(NamedTuple):
