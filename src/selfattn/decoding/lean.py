@@ -189,7 +189,7 @@ def _bind(block: DecoderBlock, linears: PackedLinears, x: Tensor) -> _Layer:
 
 class _LeanDecoder:
     """The weights and settings a step reads, gathered once per decode, and its products
-    bound once per decode (again should its rows go from one to several)."""
+    bound once per decode."""
 
     def __init__(self, model: SteppedModel) -> None:
         decoder = model.decoder
@@ -197,15 +197,15 @@ class _LeanDecoder:
         self.blocks = [cast(DecoderBlock, block) for block in decoder.layers]
         self.final = None if decoder.norm is None else _Norm.of(decoder.norm)
         self._layers: list[_Layer] = []
-        self._bound_for: tuple[bool, bool] | None = None  # (several rows, autograd)
+        self._bound_for: bool | None = None  # autograd on when the blocks were bound
 
     def layers(self, x: Tensor, linears: PackedLinears) -> list[_Layer]:
-        """The blocks bound for steps whose rows are like ``x`` (bound again only when the
-        choice of product could change: the first time rows are several, or autograd)."""
-        key = (x.shape[0] > 1 or linears.many_rows, torch.is_grad_enabled())
-        if key != self._bound_for:
+        """The blocks bound for steps whose rows are like ``x`` (bound again only should
+        autograd be switched, which changes the products chosen)."""
+        grad = torch.is_grad_enabled()
+        if grad != self._bound_for:
             self._layers = [_bind(block, linears, x) for block in self.blocks]
-            self._bound_for = (key[0] or linears.many_rows, key[1])
+            self._bound_for = grad
         return self._layers
 
     def step(self, ids: Tensor, encoded: EncodedSource, cache: DecoderCache) -> Tensor:
