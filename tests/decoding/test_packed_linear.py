@@ -1,6 +1,6 @@
 """The decode's packed linear layers (selfattn.attention.packed_linear): the same product
 as ``nn.Linear`` to float32 rounding, each row's result independent of the other rows,
-and the one-row rule that keeps batch-1 greedy on ``F.linear``."""
+from a decode's first row on (batch-1 greedy included)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,6 @@ def test_a_rows_result_does_not_depend_on_the_other_rows(fan_in: int, fan_out: i
     linears = PackedLinears()
     x = torch.randn(40, fan_in)
     with torch.no_grad():
-        linears(layer, x[:2])  # the decode has had several rows: every product is packed
         alone = torch.cat([linears(layer, x[r : r + 1]) for r in range(40)])
         for rows in range(1, 41):
             assert torch.equal(linears(layer, x[:rows]), alone[:rows]), rows
@@ -64,25 +63,19 @@ def test_stacked_projections_are_the_separate_ones() -> None:
             torch.testing.assert_close(out.double(), reference, atol=1e-5, rtol=1e-5)
 
 
-def test_a_one_row_decode_keeps_the_plain_product() -> None:
-    """Batch-1 greedy multiplies by MKL's one-row products until the decode has a second
-    row: ``F.linear`` bit for bit, except a widening layer (out > in), which reads an
-    ``(in, out)`` copy of its weight; from then on every product is packed."""
-    narrowing, widening = _layer(1024, 256), _layer(256, 1024)
-    linears = PackedLinears()
-    one = torch.randn(1, 1, 256)
+def test_a_one_row_decode_is_packed_from_its_first_row() -> None:
+    """Batch-1 greedy multiplies by the packed weights from its first step (MKL's one-row
+    products round apart from its several-row ones): one row alone gets, bit for bit, what
+    it gets among others, the stacked query, key and value projections included."""
+    layers = (_layer(256, 256), _layer(256, 64), _layer(256, 64, bias=False))
+    x = torch.randn(5, 1, 256)
     with torch.no_grad():
-        wide = linears(widening, one)
-        laid_out = widening.weight.t().contiguous()
-        assert torch.equal(wide[0], torch.addmm(widening.bias, one[0], laid_out))
-        torch.testing.assert_close(wide, F.linear(one, widening.weight, widening.bias))
-        hidden = torch.randn(1, 1, 1024)
-        assert torch.equal(
-            linears(narrowing, hidden), F.linear(hidden, narrowing.weight, narrowing.bias)
-        )
-        assert not linears.applies(one, widening.weight)
-        linears(widening, torch.randn(3, 256))
-        assert linears.applies(one, widening.weight)
+        alone = PackedLinears()
+        assert alone.applies(x[:1], layers[0].weight)
+        first = alone.stacked(layers, x[:1])
+        together = PackedLinears().stacked(layers, x)
+    for one, many in zip(first, together, strict=True):
+        assert torch.equal(one, many[:1])
 
 
 @pytest.mark.parametrize(
@@ -101,14 +94,19 @@ def test_what_cannot_be_packed_runs_the_linear_layer(
     assert out.requires_grad == (case == "gradient")
 
 
-@pytest.mark.parametrize("search", ["greedy", "beam"])
+@pytest.mark.parametrize(
+    ("search", "batch"),
+    [("greedy", 4), ("beam", 4), ("greedy", 1)],
+    ids=["greedy", "beam", "one-row"],
+)
 def test_packed_decoding_decodes_what_the_plain_layers_decode(
-    make_model, make_batch, monkeypatch: pytest.MonkeyPatch, search: str
+    make_model, make_batch, monkeypatch: pytest.MonkeyPatch, search: str, batch: int
 ) -> None:
-    """The tiny model's greedy and beam decodes with the packed weights (several rows) and
-    with oneDNN switched off: the same tokens, log-probabilities within float32 rounding."""
+    """The tiny model's greedy and beam decodes with the packed weights (one row or several)
+    and with oneDNN switched off: the same tokens, log-probabilities within float32
+    rounding."""
     model = make_model("vocab", "sinusoidal")
-    encoded, num_extended = make_batch(model, batch=4)
+    encoded, num_extended = make_batch(model, batch=batch)
     packs = []
     real = packed_linear._pack
 

@@ -19,6 +19,7 @@ re-ranked (:meth:`KVCache.reorder`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -114,24 +115,42 @@ class KVCache:
         self.key, self.value = key_buffer.narrow(2, 0, end), value_buffer.narrow(2, 0, end)
         return self.key, self.value
 
-    def reorder(self, index: Tensor, moved: Tensor | None = None) -> None:
+    def write(self, position: int, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`append` of one step's ``(B, Hk, 1, D)`` keys and values at ``position``,
+        the number of positions cached, for a preallocated cache whose buffers exist and
+        have room (the caller made those checks once for the step): two copies and two
+        views, none of :meth:`append`'s checks."""
+        key_buffer, value_buffer = self._buffers  # type: ignore[misc]
+        key_buffer.narrow(2, position, 1).copy_(key)
+        value_buffer.narrow(2, position, 1).copy_(value)
+        self.key = key_buffer.narrow(2, 0, position + 1)
+        self.value = value_buffer.narrow(2, 0, position + 1)
+        return self.key, self.value
+
+    @property
+    def preallocated(self) -> bool:
+        """Whether the buffers of a preallocated cache exist (after its first append)."""
+        return self._buffers is not None
+
+    def reorder(self, index: Tensor, moved: RowMoves | None = None) -> None:
         """Keep batch rows ``index`` (``(B',)`` long), e.g. the surviving beams.
 
-        ``moved``: the rows i with ``index[i] != i`` (:func:`moved_rows`), when the caller
-        found them once for several caches of the same rows.
+        ``moved``: the rows that change (:meth:`RowMoves.of`), when the caller found them
+        once for several caches of the same rows.
         """
         self.reorder_alignment(index)
         if self._buffers is not None:
             end = self.length
             if _in_place(self._buffers[0], index):
-                moved = moved_rows(index) if moved is None else moved
-                for buffer in self._buffers:
-                    _move_rows(buffer.narrow(2, 0, end), index, moved)
-            else:
-                self._buffers = (
-                    _select_rows(self._buffers[0], index, end),
-                    _select_rows(self._buffers[1], index, end),
-                )
+                moved = RowMoves.of(index) if moved is None else moved
+                if moved.any:  # the views of the filled prefix stay what they were
+                    for buffer in self._buffers:
+                        moved.apply(buffer.narrow(2, 0, end))
+                return
+            self._buffers = (
+                _select_rows(self._buffers[0], index, end),
+                _select_rows(self._buffers[1], index, end),
+            )
             self.key = self._buffers[0].narrow(2, 0, end)
             self.value = self._buffers[1].narrow(2, 0, end)
         elif self.key is not None and self.value is not None:
@@ -157,18 +176,27 @@ def _in_place(buffer: Tensor, index: Tensor) -> bool:
     return buffer.device.type == "cpu" and index.shape[0] == buffer.shape[0] and not grad
 
 
-def moved_rows(index: Tensor) -> Tensor:
-    """``(n,)`` the rows i where ``index[i] != i``: what a reorder to ``index`` rewrites."""
-    return (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+class RowMoves(NamedTuple):
+    """What a reorder to rows ``index`` rewrites in place: the rows i where
+    ``index[i] != i``, and the rows they take, ``index[rows]``."""
 
+    rows: Tensor
+    sources: Tensor
+    any: bool
 
-def _move_rows(prefix: Tensor, index: Tensor, moved: Tensor) -> None:
-    """Make row i of ``prefix`` ``(B, …)`` hold what row ``index[i]`` held, copying only
-    the ``moved`` rows, those that change (most beams keep their own history: 71–85 % of
-    rows in ``benchmarks/kv_cache.py``'s beam search); the moved rows are read before any
-    is written, so a row may be both read and overwritten."""
-    if moved.numel():
-        prefix.index_copy_(0, moved, prefix.index_select(0, index[moved]))
+    @classmethod
+    def of(cls, index: Tensor) -> RowMoves:
+        positions = torch.arange(index.shape[0], device=index.device)
+        rows = (index != positions).nonzero().squeeze(1)
+        return cls(rows, index[rows], bool(rows.numel()))
+
+    def apply(self, prefix: Tensor) -> None:
+        """Make row i of ``prefix`` ``(B, …)`` hold what row ``index[i]`` held, copying
+        only the moved rows, those that change (most beams keep their own history: 71–85 %
+        of rows in ``benchmarks/kv_cache.py``'s beam search); the moved rows are read
+        before any is written, so a row may be both read and overwritten."""
+        if self.any:
+            prefix.index_copy_(0, self.rows, prefix.index_select(0, self.sources))
 
 
 def _select_rows(buffer: Tensor, index: Tensor, length: int) -> Tensor:
@@ -248,15 +276,17 @@ class DecoderCache:
                 so the memory's rows are already right. With ``group`` > 1, ``index`` keeps
                 groups whole: the rows of new group j all come from one old group.
         """
+        # Found once for every layer (each self-attention cache holds the same rows).
+        moved = RowMoves.of(index) if index.device.type == "cpu" else None
+        if not memory:
+            for self_cache, cross_cache in self.layers:
+                self_cache.reorder(index, moved)
+                cross_cache.reorder_alignment(index)
+            return
         # Rows of the cross-attention caches: one per group.
         sources = index if self.group == 1 else index[:: self.group] // self.group
-        # Found once for every layer (each self-attention cache holds the same rows).
-        moved = moved_rows(index) if index.device.type == "cpu" else None
         for self_cache, cross_cache in self.layers:
             self_cache.reorder(index, moved)
-            if memory:
-                cross_cache.reorder(sources)
-            else:
-                cross_cache.reorder_alignment(index)
-        if memory and self.memory_padding is not None:
+            cross_cache.reorder(sources)
+        if self.memory_padding is not None:
             self.memory_padding = self.memory_padding.index_select(0, sources)

@@ -7,20 +7,20 @@ the weight on every call. PyTorch's oneDNN linear takes a weight packed ahead of
 (``torch.ops.mkldnn._reorder_linear_weight``, the op Inductor's CPU backend uses for
 frozen weights), so a decode packs each weight once and reuses it for every step.
 
-Where ``F.linear`` runs MKL, the packed weights make the vocabulary projection and the
-feed-forward layers of a step with a few rows faster, and so the query, key and value
-projections when stacked as one product; at one row oneDNN's fixed cost per call makes
-them slower. The timings are in benchmarks/README.md (KV cache and decoding speed).
+Where ``F.linear`` runs MKL, the packed weights make every product of a step faster in a
+decode, from one row up: the vocabulary projection, the feed-forward layers, and the query,
+key and value projections stacked as one product. At one row a product alone is no
+faster (oneDNN's fixed cost per call), but a whole batch-1 greedy decode is about 10 %
+faster packed than with MKL's one-row products. The timings are in benchmarks/README.md
+(KV cache and decoding speed).
 
 A row's result must not depend on the other rows of its step, or a decode would change
 when rows that ended leave the batch (tests/decoding/test_static_cache.py checks that
-exactly). oneDNN's products keep each row's result whatever the row count; MKL's do not
-(1 row, 2–3 rows and 4 or more give three different roundings). So the rule is per
-decode, not per call: a decode that has only ever had one row (batch-1 greedy) keeps
-MKL's one-row products, the faster ones at one row (the vocabulary projection by an
-``(E, V)`` copy of the weight); once a decode has had more than one row, every product of
-a step goes through packed weights. The result is the same product with another
-summation order (float32 rounding, ~1e-6 relative).
+exactly). oneDNN's products keep each row's result whatever the row count, one row
+included; MKL's do not (1 row, 2–3 rows and 4 or more give three different roundings).
+So every product of a decode goes through packed weights, and a sentence decodes to the
+same numbers alone or in any batch. The result is the same product as ``F.linear`` with
+another summation order (float32 rounding, ~1e-6 relative).
 
 The packed path applies on the CPU to float32 inputs without autograd, when this PyTorch
 build has oneDNN; anything else (float64, CUDA, gradients) runs ``F.linear`` unchanged.
@@ -28,6 +28,8 @@ build has oneDNN; anything else (float64, CUDA, gradients) runs ``F.linear`` unc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -35,6 +37,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 _ROWS_HINT = 8  # the row count oneDNN lays the weight out for; any row count is accepted
+Projection = Callable[[Tensor], Tensor]
+Projections = Callable[[Tensor], tuple[Tensor, ...]]
 
 
 def _available() -> bool:
@@ -57,11 +61,6 @@ def packable(x: Tensor, weight: Tensor) -> bool:
     )
 
 
-def _tracked(x: Tensor, layer: nn.Linear) -> bool:
-    """Whether autograd records ``layer(x)`` (then only ``F.linear`` will do)."""
-    return torch.is_grad_enabled() and (x.requires_grad or layer.weight.requires_grad)
-
-
 def plain(layer: nn.Linear, x: Tensor) -> Tensor:
     """``layer(x)``: what a layer does outside a decode (the unpacked counterpart of
     :meth:`PackedLinears.__call__`)."""
@@ -77,18 +76,10 @@ class PackedLinears:
 
     def __init__(self) -> None:
         self._packed: dict[nn.Linear | tuple[nn.Linear, ...], _Packed] = {}
-        self._many_rows = False  # has this decode had more than one row?
         self._usable: bool | None = None  # packable inputs, decided on the first call
-        # One-row decodes' widening layers and stacked Q/K/V, laid out (in, Σ out).
-        self._transposed: dict[tuple[nn.Linear, ...], _Packed] = {}
 
     def applies(self, x: Tensor, weight: Tensor) -> bool:
-        """Whether ``x`` times ``weight`` takes the packed path: :func:`packable`, and this
-        decode has had more than one row (``x`` included)."""
-        if not self._many_rows:
-            if x.numel() <= x.shape[-1]:
-                return False
-            self._many_rows = True
+        """Whether ``x`` times ``weight`` takes the packed path (:func:`packable`)."""
         if self._usable is None:  # device and dtype: the same for every step of a decode
             self._usable = packable(x.detach(), weight.detach())
         return self._usable and not (
@@ -97,50 +88,55 @@ class PackedLinears:
 
     def __call__(self, layer: nn.Linear, x: Tensor) -> Tensor:
         """``layer(x)`` for ``x`` ``(..., in)``: by the packed weight when it
-        :meth:`applies`; in a one-row decode on the CPU, a widening layer (more outputs
-        than inputs) by an ``(in, out)`` copy of its weight; else ``F.linear``."""
+        :meth:`applies`, else ``F.linear``."""
+        return self.bind(layer, x)(x)
+
+    def bind(self, layer: nn.Linear, x: Tensor) -> Projection:
+        """``lambda t: self(layer, t)`` for the inputs of this decode's steps while they are
+        like ``x`` (the same device, dtype and autograd state): the product
+        :meth:`__call__` would choose, chosen now, so a step pays no checks per product."""
         if not self.applies(x, layer.weight):
-            widening = layer.out_features > layer.in_features
-            if self._many_rows or not widening or x.device.type != "cpu" or _tracked(x, layer):
-                return F.linear(x, layer.weight, layer.bias)
-            return self._rows_by((layer,), x)  # 123 → 51 µs for 256 → 1,024
+            return partial(F.linear, weight=layer.weight, bias=layer.bias)
         entry = self._packed.get(layer)
         if entry is None:
             entry = self._packed[layer] = _pack((layer,))
-        return torch.ops.mkldnn._linear_pointwise(x, entry.weight, entry.bias, "none", [], "")
-
-    def _rows_by(self, layers: tuple[nn.Linear, ...], x: Tensor) -> Tensor:
-        """``x`` ``(..., in)`` for a one-row decode times the weights of ``layers``
-        stacked and laid out ``(in, Σ out)``, made once: one MKL product ``(..., Σ out)``."""
-        entry = self._transposed.get(layers)
-        if entry is None:
-            stacked = _stack(layers)
-            entry = self._transposed[layers] = stacked._replace(
-                weight=stacked.weight.t().contiguous()
-            )
-        rows = x.reshape(-1, x.shape[-1])
-        out = (
-            rows @ entry.weight
-            if entry.bias is None
-            else torch.addmm(entry.bias, rows, entry.weight)
-        )
-        return out.view(*x.shape[:-1], out.shape[-1])
+        return partial(_packed_product, weight=entry.weight, bias=entry.bias)
 
     def stacked(self, layers: tuple[nn.Linear, ...], x: Tensor) -> tuple[Tensor, ...]:
         """``tuple(layer(x) for layer in layers)`` for layers that read the same input (a
         self-attention's query, key and value projections), as one product by their weights
-        stacked and packed once; in a one-row decode on the CPU, by their weights stacked
-        once and laid out ``(in, Σ out)``."""
+        stacked and packed once."""
+        return self.bind_stacked(layers, x)(x)
+
+    def bind_stacked(self, layers: tuple[nn.Linear, ...], x: Tensor) -> Projections:
+        """``lambda t: self.stacked(layers, t)`` for inputs like ``x``, chosen now (as
+        :meth:`bind`)."""
         if not self.applies(x, layers[0].weight):
-            if self._many_rows or x.device.type != "cpu" or _tracked(x, layers[0]):
-                return tuple(F.linear(x, layer.weight, layer.bias) for layer in layers)
-            # One product for Q, K and V: ~5 % of a batch-1 greedy step against three.
-            return self._rows_by(layers, x).split([layer.out_features for layer in layers], dim=-1)
+            return partial(_each, layers=layers)
         entry = self._packed.get(layers)
         if entry is None:
             entry = self._packed[layers] = _pack(layers)
-        out = torch.ops.mkldnn._linear_pointwise(x, entry.weight, entry.bias, "none", [], "")
-        return out.split(entry.sizes, dim=-1)
+        product = partial(_packed_product, weight=entry.weight, bias=entry.bias)
+        return partial(_split, product=product, sizes=entry.sizes)
+
+
+_LINEAR = torch.ops.mkldnn._linear_pointwise.default if _AVAILABLE else None
+
+
+def _packed_product(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``x @ W.T + b`` by oneDNN, ``weight`` packed by :func:`_pack`."""
+    assert _LINEAR is not None
+    return _LINEAR(x, weight, bias, "none", [], "")
+
+
+def _split(x: Tensor, product: Projection, sizes: list[int]) -> tuple[Tensor, ...]:
+    """``product(x)`` split into the stacked layers' outputs."""
+    return product(x).split(sizes, dim=-1)
+
+
+def _each(x: Tensor, layers: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
+    """Each layer's ``F.linear`` of ``x``."""
+    return tuple(F.linear(x, layer.weight, layer.bias) for layer in layers)
 
 
 class _Packed(NamedTuple):

@@ -218,10 +218,15 @@ def beam_search(
         is_eos = token == EOS_ID
 
         # An example that is done (and not dropped yet) finishes nothing more.
-        ends = is_eos[:, :k] & (top_score[:, :k] > NEG_INF) & ~done.unsqueeze(1)
-        # Reading the flag is free on the CPU and skips most merges; on an accelerator
-        # merging nothing costs less than waiting for the flag.
-        if interval > 1 or bool(ends.any()):
+        # Reading the flags is free on the CPU and skips most merges (and, with no EOS
+        # among the K best, the finishing hypotheses' flags); on an accelerator merging
+        # nothing costs less than waiting for the flag.
+        ends = None
+        if interval > 1 or bool(is_eos[:, :k].any()):
+            ends = is_eos[:, :k] & (top_score[:, :k] > NEG_INF) & ~done.unsqueeze(1)
+            if interval == 1 and not bool(ends.any()):
+                ends = None
+        if ends is not None:
             rows = source_row[:, :k]  # (L, K)
             eos_log_prob = log_probs[rows.reshape(-1), EOS_ID].view(num_live, k, 1)
             log_prob = top_score[:, :k].masked_fill(~ends, NEG_INF)
@@ -236,7 +241,9 @@ def beam_search(
 
         next_score, pick = top_score.masked_fill(is_eos, NEG_INF).topk(k, dim=1)  # (L, K)
         next_row, next_token = source_row.gather(1, pick), token.gather(1, pick)
-        done |= (finished.count[live] >= k) | (next_score[:, 0] == NEG_INF)  # best first
+        stuck = next_score[:, 0] == NEG_INF  # no live hypothesis left (best first)
+        # The finished counts change only when hypotheses were merged.
+        done |= stuck if ends is None else (finished.count[live] >= k) | stuck
         if step == max_len:
             break
         num_done = int(done.sum()) if (step + 1) % interval == 0 else 0

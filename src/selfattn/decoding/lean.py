@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import NamedTuple, Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +34,7 @@ from selfattn.attention.cache import DecoderCache, KVCache
 from selfattn.attention.dense import DenseKernel
 from selfattn.attention.functional import zero_padding
 from selfattn.attention.multihead import MultiHeadAttention
-from selfattn.attention.packed_linear import PackedLinears
+from selfattn.attention.packed_linear import PackedLinears, Projection, Projections
 from selfattn.blocks.decoder_block import DecoderBlock
 from selfattn.blocks.feedforward import FeedForward
 from selfattn.models.decoder import Decoder
@@ -134,63 +134,116 @@ def lean_step(model: object, encoded: EncodedSource) -> StepFn | None:
     return _LeanDecoder(model).step
 
 
+class _Attention(NamedTuple):
+    """What a step reads of a :class:`MultiHeadAttention`, read once."""
+
+    module: MultiHeadAttention
+    heads: int
+    kv_heads: int
+    dim: int
+    scale: float
+
+    @classmethod
+    def of(cls, attention: MultiHeadAttention) -> _Attention:
+        dim = attention.head_dim
+        return cls(attention, attention.num_heads, attention.num_kv_heads, dim, 1 / math.sqrt(dim))
+
+
+class _Layer(NamedTuple):
+    """One block's settings and its products bound for the decode's rows
+    (:meth:`PackedLinears.bind <selfattn.attention.packed_linear.PackedLinears.bind>`)."""
+
+    pre: bool
+    norms: tuple[_Norm, _Norm, _Norm]
+    own: _Attention
+    cross: _Attention
+    qkv: Projections
+    own_out: Projection
+    cross_query: Projection
+    cross_out: Projection
+    ff_in: Projection
+    ff_gate: Projection | None
+    ff_out: Projection
+    activation: Callable[[Tensor], Tensor]
+
+
+def _bind(block: DecoderBlock, linears: PackedLinears, x: Tensor) -> _Layer:
+    """``block``'s settings and products for steps whose rows are like ``x``."""
+    own, cross = block.self_attn, block.cross_attn
+    ff = block.feedforward
+    return _Layer(
+        pre=bool(block.config.norm_first),
+        norms=(_Norm.of(block.norm1), _Norm.of(block.norm2), _Norm.of(block.norm3)),
+        own=_Attention.of(own),
+        cross=_Attention.of(cross),
+        qkv=linears.bind_stacked((own.q_proj, own.k_proj, own.v_proj), x),
+        own_out=linears.bind(own.out_proj, x),
+        cross_query=linears.bind(cross.q_proj, x),
+        cross_out=linears.bind(cross.out_proj, x),
+        ff_in=linears.bind(ff.in_proj, x),
+        ff_gate=None if ff.gate_proj is None else linears.bind(ff.gate_proj, x),
+        ff_out=linears.bind(ff.out_proj, x),
+        activation=ff.activation.function,
+    )
+
+
 class _LeanDecoder:
-    """The weights and settings a step reads, gathered once per decode."""
+    """The weights and settings a step reads, gathered once per decode, and its products
+    bound once per decode."""
 
     def __init__(self, model: SteppedModel) -> None:
         decoder = model.decoder
         self.model, self.decoder = model, decoder
         self.blocks = [cast(DecoderBlock, block) for block in decoder.layers]
-        self.norm_first = [bool(b.config.norm_first) for b in self.blocks]
-        self.norms = [tuple(_Norm.of(n) for n in (b.norm1, b.norm2, b.norm3)) for b in self.blocks]
         self.final = None if decoder.norm is None else _Norm.of(decoder.norm)
+        self._layers: list[_Layer] = []
+        self._bound_for: bool | None = None  # autograd on when the blocks were bound
+
+    def layers(self, x: Tensor, linears: PackedLinears) -> list[_Layer]:
+        """The blocks bound for steps whose rows are like ``x`` (bound again only should
+        autograd be switched, which changes the products chosen)."""
+        grad = torch.is_grad_enabled()
+        if grad != self._bound_for:
+            self._layers = [_bind(block, linears, x) for block in self.blocks]
+            self._bound_for = grad
+        return self._layers
 
     def step(self, ids: Tensor, encoded: EncodedSource, cache: DecoderCache) -> Tensor:
         """``model.decode(ids, encoded, cache=cache).log_probs[:, -1]``, the same operations."""
         model = self.model
-        model.check_target_in(ids, encoded, cache.offset)
+        offset = cache.offset
+        model.check_target_in(ids, encoded, offset)
         inputs = model.embed_target(ids, encoded)
         group = cache.group
         padding = encoded.padding if group == 1 else encoded.padding[::group]
         memory_padding = cache.memory_mask(padding)
-        x = inputs if self.decoder.absolute is None else self.decoder.absolute(inputs, cache.offset)
+        x = inputs if self.decoder.absolute is None else self.decoder.absolute(inputs, offset)
+        layers = self.layers(x, cache.linears)
         memories = encoded.memories
-        for index, block in enumerate(self.blocks):
+        # One new position per row with room left: the self-attention caches' cheap write.
+        room = ids.shape[1] == 1 and cache.capacity is not None and offset < cache.capacity
+        for index, layer in enumerate(layers):
             memory = encoded.memory if memories is None else memories[index]
-            x = self._block(index, block, x, memory, memory_padding, cache)
+            own, cross = cache.layer(index)
+            norm1, norm2, norm3 = layer.norms
+            pre = layer.pre
+            h = norm1(x) if pre else x
+            q, k, v = layer.qkv(h)
+            attended = _self_attention(layer, q, k, v, own, offset if room else None)
+            x = x + attended if pre else norm1(x + attended)
+            h = norm2(x) if pre else x
+            attended = _cross_attention(layer, h, memory, memory_padding, cross, group)
+            x = x + attended if pre else norm2(x + attended)
+            h = norm3(x) if pre else x
+            hidden = layer.activation(layer.ff_in(h))
+            if layer.ff_gate is not None:
+                hidden = hidden * layer.ff_gate(h)
+            transformed = layer.ff_out(hidden)
+            x = x + transformed if pre else norm3(x + transformed)
         if self.final is not None:
             x = self.final(x)
         cache.offset += x.shape[1]
         return model.vocab_log_probs(x, cache)[:, -1]
-
-    def _block(
-        self,
-        index: int,
-        block: DecoderBlock,
-        x: Tensor,
-        memory: Tensor,
-        memory_padding: Tensor | None,
-        cache: DecoderCache,
-    ) -> Tensor:
-        """One :class:`DecoderBlock` on one new position (its ``forward``, inlined)."""
-        norm1, norm2, norm3 = self.norms[index]
-        pre = self.norm_first[index]
-        own, cross = cache.layer(index)
-        linears = cache.linears
-        attended = _self_attention(block.self_attn, norm1(x) if pre else x, own, linears)
-        x = x + attended if pre else norm1(x + attended)
-        query = norm2(x) if pre else x
-        attended = _cross_attention(
-            block.cross_attn, query, memory, memory_padding, cross, linears, cache.group
-        )
-        x = x + attended if pre else norm2(x + attended)
-        ff = block.feedforward
-        h = norm3(x) if pre else x
-        hidden = ff.activation.function(linears(ff.in_proj, h))
-        if ff.gate_proj is not None:
-            hidden = hidden * linears(ff.gate_proj, h)
-        transformed = linears(ff.out_proj, hidden)
-        return x + transformed if pre else norm3(x + transformed)
 
 
 def _heads(x: Tensor, heads: int, head_dim: int) -> Tensor:
@@ -198,37 +251,37 @@ def _heads(x: Tensor, heads: int, head_dim: int) -> Tensor:
     return x.unflatten(-1, (heads, head_dim)).transpose(1, 2)
 
 
-def _merge(out: Tensor) -> Tensor:
-    """``(B, H, T, D)`` → ``(B, T, H·D)``."""
-    return out.transpose(1, 2).flatten(2)
-
-
 def _self_attention(
-    attention: MultiHeadAttention, x: Tensor, cache: KVCache, linears: PackedLinears
+    layer: _Layer, q: Tensor, k: Tensor, v: Tensor, cache: KVCache, position: int | None
 ) -> Tensor:
-    """Masked self-attention of the new position over the cached ones and itself."""
-    heads, kv_heads, dim = attention.num_heads, attention.num_kv_heads, attention.head_dim
-    q, k, v = linears.stacked((attention.q_proj, attention.k_proj, attention.v_proj), x)
-    keys, values = cache.append(_heads(k, kv_heads, dim), _heads(v, kv_heads, dim))
+    """Masked self-attention of the new positions (their projections ``q``, ``k``, ``v``)
+    over the cached ones and themselves; ``position``: one new position per row, written
+    there (:meth:`KVCache.write`) once the cache's buffers exist, else ``None``."""
+    attention = layer.own
+    heads, kv_heads, dim = attention.heads, attention.kv_heads, attention.dim
+    k, v = _heads(k, kv_heads, dim), _heads(v, kv_heads, dim)
+    if position is not None and cache.preallocated:
+        keys, values = cache.write(position, k, v)
+    else:
+        keys, values = cache.append(k, v)
     out = F.scaled_dot_product_attention(
         _heads(q, heads, dim),
         keys,
         values,
         attn_mask=None,
         dropout_p=0.0,
-        scale=1.0 / math.sqrt(dim),
+        scale=attention.scale,
         enable_gqa=heads != kv_heads,
     )
-    return linears(attention.out_proj, _merge(out))
+    return layer.own_out(out.transpose(1, 2).flatten(2))
 
 
 def _cross_attention(
-    attention: MultiHeadAttention,
+    layer: _Layer,
     x: Tensor,
     memory: Tensor,
     padding: Tensor | None,
     cache: KVCache,
-    linears: PackedLinears,
     group: int,
 ) -> Tensor:
     """Attention from the new positions ``x`` ``(R, 1, E)`` to the source.
@@ -240,22 +293,28 @@ def _cross_attention(
     When that is smaller than the query and output projections' weights, they are kept
     folded into those weights instead (:func:`_fold`).
     """
-    heads, kv_heads, dim = attention.num_heads, attention.num_kv_heads, attention.head_dim
+    attention = layer.cross
+    module, heads, kv_heads, dim = (
+        attention.module,
+        attention.heads,
+        attention.kv_heads,
+        attention.dim,
+    )
     rows = x.shape[0]
     if cache.key is None:
         source = memory if group == 1 else memory[::group]
-        k = _heads(attention.k_proj(source), kv_heads, dim)
-        v = _heads(attention.v_proj(source), kv_heads, dim)
+        k = _heads(module.k_proj(source), kv_heads, dim)
+        v = _heads(module.v_proj(source), kv_heads, dim)
         if padding is not None:
             k, v = zero_padding(k, padding), zero_padding(v, padding)
         if 2 * source.shape[0] * heads * source.shape[1] <= x.shape[-1]:
-            _fold(attention, k, v, padding, cache)
+            _fold(module, k, v, padding, cache)
         else:
             cache.append(k, v)
     assert cache.key is not None and cache.value is not None
     if cache.folded:
-        return _folded_attention(attention, x, cache.key, cache.value)
-    q = linears(attention.q_proj, x)  # (R, 1, H·D)
+        return _folded_attention(module, x, cache.key, cache.value)
+    q = layer.cross_query(x)  # (R, 1, H·D)
     mask = None if padding is None else ~padding[:, None, None, :]
     out = F.scaled_dot_product_attention(
         q.view(rows // group, group, heads, dim).transpose(1, 2),  # (R / g, H, g, D)
@@ -263,10 +322,10 @@ def _cross_attention(
         cache.value,
         attn_mask=mask,
         dropout_p=0.0,
-        scale=1.0 / math.sqrt(dim),
+        scale=attention.scale,
         enable_gqa=heads != kv_heads,
     )
-    return linears(attention.out_proj, out.transpose(1, 2).reshape(rows, 1, heads * dim))
+    return layer.cross_out(out.transpose(1, 2).reshape(rows, 1, heads * dim))
 
 
 def _fold(

@@ -338,12 +338,11 @@ class Seq2SeqTransformer(EncoderDecoderModule):
         """``(B, T, V)`` logits of the vocabulary projection.
 
         Incremental decoding multiplies by a weight laid out once per decode, the largest
-        matrix of a decoding step: packed for oneDNN when the decode has more than one row
-        on the CPU in float32 (:mod:`selfattn.attention.packed_linear`: 3.6× the ``(E, V)``
-        product's speed at 8 rows), else as ``(E, V)``
-        (:attr:`DecoderCache.vocab_weight`): a few decoder rows times a matrix read row by
-        row streams memory, where ``nn.Linear`` reads the ``(V, E)`` weight (the embedding
-        table, when tied) column-wise.
+        matrix of a decoding step: packed for oneDNN on the CPU in float32
+        (:mod:`selfattn.attention.packed_linear`: 3.6× the ``(E, V)`` product's speed at 8
+        rows), else as ``(E, V)`` (:attr:`DecoderCache.vocab_weight`): a few decoder rows
+        times a matrix read row by row streams memory, where ``nn.Linear`` reads the
+        ``(V, E)`` weight (the embedding table, when tied) column-wise.
         """
         assert self.out_proj is not None
         if cache is None:
