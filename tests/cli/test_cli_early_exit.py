@@ -74,6 +74,14 @@ def test_the_sweep_prints_the_curve_and_draws_it(
     assert "threshold  accuracy  mean blocks" in out
     assert "fixed depth: 1: " in out and "with the fewest blocks: T = " in out
     assert (trained / "exit_sweep_dev.png").read_bytes()[:4] == b"\x89PNG"
+    *table, last = out.splitlines()
+    values = json.loads(last)  # the line a record reads: the table's numbers, flat
+    assert values["split"] == "dev" and values["exit_criterion"] == "max-prob"
+    row = next(line.split() for line in table if line.split()[:1] == ["0.7"])
+    assert row[1:] == [f"{values['accuracy_T0.7']:.4f}", f"{values['blocks_T0.7']:.3f}"]
+    assert values["blocks_T0"] == 1 and values["blocks_T1"] == LAYERS
+    assert f"1: {values['accuracy_block1']:.4f}" in out
+    assert values[f"accuracy_block{LAYERS}"] == values["accuracy_T1"]
     image = tmp_path / "curve.png"
     flags = ["--exit-sweep", "--exit-criterion", "entropy", "-o", str(image)]
     assert main(["eval", str(trained), "--split", "dev", *flags]) == 0

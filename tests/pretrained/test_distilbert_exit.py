@@ -16,6 +16,8 @@ from selfattn.explore import read_payload
 from selfattn.models.pretrained_exit import PretrainedExitModel
 from selfattn.tasks import Predictor, prepare
 from selfattn.tasks.early_exit import exit_sweep
+from selfattn.train.checkpoint import load_checkpoint
+from selfattn.train.run_dir import checkpoint_in
 
 from .conftest import FineTuning
 
@@ -123,3 +125,40 @@ def test_exit_heads_on_regression_are_one_line(fine_tuning: FineTuning, tmp_path
     csv.write_text("".join(f"{i % 3}.5,a very good film .\n" for i in range(16)))
     err = fine_tuning.refusal(fine_tuning.toml(csv, EXITS), "data.task=regression")
     assert "model.exit_heads = true: early exit is for token and sequence tasks" in err
+
+
+def test_exits_train_alone_on_a_fine_tuned_run(
+    fine_tuning: FineTuning, distilbert_folder: Path, tmp_path: Path
+) -> None:
+    """DeeBERT's second stage: ``train.init_from`` a run fine-tuned without exits, with
+    ``train.freeze_encoder``, trains the exits alone; the encoder and the last head stay
+    the run's weights, so the full depth answers as the run does."""
+    plain = fine_tuning.train(
+        fine_tuning.toml("tagged.txt", bert=distilbert_folder, name="plain.toml"), tmp_path / "p"
+    )
+    toml = fine_tuning.toml("tagged.txt", EXITS, bert=distilbert_folder, name="exits.toml")
+    staged = fine_tuning.train(
+        toml,
+        tmp_path / "s",
+        "--set",
+        f"train.init_from={plain}",
+        "--set",
+        "train.freeze_encoder=true",
+    )
+    before = load_checkpoint(checkpoint_in(plain)).model_state
+    after = load_checkpoint(staged / "last")
+    exits = {name for name in after.model_state if name.startswith("exits.")}
+    assert exits and set(after.model_state) - exits == set(before)
+    for name, tensor in before.items():
+        assert torch.equal(after.model_state[name], tensor), name
+    assert after.optimizer_state is not None  # Adam's moments: the exits' tensors alone
+    moments = after.optimizer_state["state"]
+    assert len(moments) == len(exits) and all(m["step"] > 0 for m in moments.values())
+
+
+def test_frozen_exits_need_a_fine_tuned_run(fine_tuning: FineTuning) -> None:
+    """Freezing a model with exits freezes its last head: without a run to take it from,
+    one line."""
+    toml = fine_tuning.toml("tagged.txt", EXITS)
+    err = fine_tuning.refusal(toml, "train.freeze_encoder=true")
+    assert "set train.init_from to a run fine-tuned without exits" in err

@@ -12,6 +12,7 @@ from selfattn.tasks import Predictor
 from selfattn.tasks.early_exit import (
     SWEEP_THRESHOLDS,
     TOLERANCE,
+    ExitSweep,
     check_exit_request,
     evaluate_early_exit,
     exit_sweep,
@@ -72,7 +73,7 @@ def exit_requested(args: argparse.Namespace) -> bool:
 
 def run_exit_eval(args: argparse.Namespace, options: dict[str, object]) -> int:
     """Score the checkpoint's split (or the labelled file of ``--data``) with early exit:
-    one threshold as JSON, or the sweep as a table with a plot."""
+    one threshold as JSON, or the sweep as a table with a plot, then as one JSON line."""
     if args.output is not None and not args.exit_sweep:
         raise ValueError("-o needs --exit-sweep (the plot it names)")
     criterion = args.exit_criterion or "max-prob"
@@ -121,4 +122,17 @@ def run_exit_eval(args: argparse.Namespace, options: dict[str, object]) -> int:
     path = args.output or checkpoint_in(args.checkpoint).parent / f"exit_sweep_{name}.png"
     title = f"{predictor.config.data.dataset} ({scored}): early exit"
     print(f"wrote {plot_exit_curve(sweep, path, tolerance=TOLERANCE, title=title)}")
+    print(json.dumps({"split": name, **sweep_values(sweep)}))
     return 0
+
+
+def sweep_values(sweep: ExitSweep) -> dict[str, object]:
+    """The sweep as one flat JSON object, the line a record reads: ``accuracy_T0.7`` and
+    ``blocks_T0.7`` per threshold, ``accuracy_block3`` per fixed depth."""
+    values: dict[str, object] = {"exit_criterion": sweep.criterion}
+    for point in sweep.points:
+        values[f"accuracy_T{point.threshold:g}"] = point.accuracy
+        values[f"blocks_T{point.threshold:g}"] = point.mean_layers
+    for point in sweep.fixed:
+        values[f"accuracy_block{int(point.mean_layers)}"] = point.accuracy
+    return values

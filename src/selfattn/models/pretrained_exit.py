@@ -82,6 +82,12 @@ class PretrainedExitModel(PretrainedTaskModel):
         """Every exit's loss, weighted, through ``forward``."""
         return weighted_exit_loss(forward(batch, exits=True), self.loss_weights, loss_of)
 
+    def encoder_parameters(self) -> list[nn.Parameter]:
+        """What ``train.freeze_encoder`` freezes: the encoder and the last block's head,
+        the fine-tuned model ``train.init_from`` brings, so that the exits alone train
+        (DeeBERT's second stage)."""
+        return [*self.bert.parameters(), *self.head.parameters()]
+
     def _heads(self) -> list[nn.Module]:
         return [*self.exits, self.head]
 

@@ -118,8 +118,15 @@ def refuse_tokenizer_fields(data: DataConfig, name: str) -> None:
 
 
 def refuse_freeze(config: Config) -> None:
-    """``train.freeze_encoder`` without a pretrained encoder: one line."""
+    """``train.freeze_encoder`` without a pretrained encoder, or freezing a model with exit
+    heads (its last head too) that does not start from a fine-tuned run: one line."""
     if config.train.freeze_encoder and getattr(config.model, "pretrained", None) is None:
         raise ValueError(
             "train.freeze_encoder = true needs model.pretrained: a random encoder would stay random"
+        )
+    exits = getattr(config.model, "exit_heads", False)
+    if config.train.freeze_encoder and exits and config.train.init_from is None:
+        raise ValueError(
+            "train.freeze_encoder = true with model.exit_heads = true freezes the last "
+            "block's head too: set train.init_from to a run fine-tuned without exits"
         )

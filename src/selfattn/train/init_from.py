@@ -4,7 +4,8 @@ The usual road to sequence-level training (lecture 003; Shen et al. 2016 §4 sta
 from an MLE-trained model): train with likelihood, then go on from those weights with
 ``train.objective = "mrt"``. Only the weights are taken, not the optimizer, schedule or
 counters: the new run is a new run. A run that builds another model, or reads its data
-with other vocabularies, is refused in one line.
+with other vocabularies, is refused in one line; the one difference allowed is exit heads
+(``model.exit_heads``) that the run started from lacks, which start as built.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ SEQ2SEQ_MODEL_FIELDS = (
     "source_positional",
     "nat",
 )
+
+#: The ``[model]`` fields a run may add to the one it starts from: exit heads after every
+#: block of a model fine-tuned without them (DeeBERT's second stage).
+EXIT_FIELDS = ("exit_heads", "exit_loss_weights")
 
 
 def load_initial_weights(
@@ -59,10 +64,13 @@ def load_initial_weights(
     directory = checkpoint_in(path)
     checkpoint = load_checkpoint(directory)
     stored = checkpoint.config
+    adding_exits = getattr(config.model, "exit_heads", False) and not getattr(
+        stored.model, "exit_heads", False
+    )
     differ = [
         f"model.{name}"
         for name, value in vars(config.model).items()
-        if getattr(stored.model, name, None) != value
+        if getattr(stored.model, name, None) != value and not (adding_exits and name in EXIT_FIELDS)
     ]
     differ += [
         f"seq2seq.{name}"
@@ -78,9 +86,13 @@ def load_initial_weights(
             f"train.init_from = {str(path)!r}: {directory} holds another model (differing: "
             f"{', '.join(differ)}); fine-tune with the run's own model and data settings"
         )
+    weights = checkpoint.model_state
+    if adding_exits:  # the run had none: the exits start as built, the rest is the run's
+        fresh = {k: v for k, v in model.state_dict().items() if ".exits." in f".{k}"}
+        weights = {**fresh, **weights}
     load_fitting_weights(
         model,
-        checkpoint.model_state,
+        weights,
         f"train.init_from = {str(path)!r}: the weights of {directory} do not fit the model",
     )
     return directory
