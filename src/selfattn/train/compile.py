@@ -39,6 +39,15 @@ BACKEND = "inductor"
 #: Compile with symbolic batch size and length from the first batch (``None`` would compile
 #: the first shape static and recompile once a second one comes).
 DYNAMIC: bool | None = True
+#: Inductor's options: dropout's random numbers drawn by PyTorch's own generator (the
+#: kernels eager runs) rather than Inductor's per-element Philox, which on the CPU took a
+#: d256 training step more time than all its other generated kernels together.
+OPTIONS: dict[str, str | int | bool] = {"fallback_random": True}
+
+
+def options() -> dict[str, str | int | bool] | None:
+    """:data:`OPTIONS` where the backend is Inductor (the only one that takes them)."""
+    return dict(OPTIONS) if BACKEND == "inductor" else None
 
 
 def compiled_parts(model: nn.Module) -> list[nn.Module]:
@@ -63,7 +72,7 @@ def compile_model(model: nn.Module, architecture: str, asked: str = "train.compi
     """
     check_compiles(architecture, asked)
     for part in compiled_parts(model):
-        part.compile(backend=BACKEND, dynamic=DYNAMIC)
+        part.compile(backend=BACKEND, dynamic=DYNAMIC, options=options())
 
 
 def _compiled_code() -> dict[int, int]:
