@@ -230,3 +230,16 @@ def test_compiled_linear_layers_stay_one_onednn_operator_each(
     operator = torch.ops.selfattn.onednn_linear.default
     calls = [sum(node.target is operator for node in graph.graph.nodes) for graph in graphs]
     assert calls == [layers, layers], calls
+
+
+def test_inductor_draws_dropout_by_torchs_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor compiles with ``fallback_random`` (dropout's masks by PyTorch's generator,
+    not Inductor's slower per-element one); another backend gets no Inductor options."""
+    asked: list[dict[str, object]] = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kwargs: asked.append(kwargs))
+    compiling.compile_model(torch.nn.Linear(2, 2), "transformer")
+    monkeypatch.setattr(compiling, "BACKEND", "aot_eager")
+    compiling.compile_model(torch.nn.Linear(2, 2), "transformer")
+    inductor, other = asked
+    assert inductor["backend"] == "inductor" and inductor["options"] == {"fallback_random": True}
+    assert other["backend"] == "aot_eager" and other["options"] is None
