@@ -10,7 +10,8 @@ Four sides take turns on the same batches in one process (the order rotates ever
   compiles it (:func:`selfattn.train.compile.compile_model`: in place, Inductor, dynamic
   batch size and length);
 * **HF** and **HF compiled**: ``BertForMaskedLM`` (``train_throughput.py``'s ``build_hf``),
-  eager, and compiled the same way (``Module.compile(backend="inductor", dynamic=True)``).
+  eager, and compiled the same way (``Module.compile(backend="inductor", dynamic=True)``
+  with ``train.compile``'s Inductor options, :data:`selfattn.train.compile.OPTIONS`).
 
 For each compiled side the table gives its compile time (``torch._dynamo``'s own count of
 seconds spent compiling during its warm-up steps, forward and backward) and the
@@ -99,7 +100,9 @@ def useful_flops(size: Size, vocab: int, batch: Batch) -> float:
 def compiled(model: nn.Module, hf: bool) -> nn.Module:
     """``model`` compiled in place: ours as ``train.compile`` does, HF the same way."""
     if hf:
-        model.compile(backend=compiling.BACKEND, dynamic=compiling.DYNAMIC)
+        model.compile(
+            backend=compiling.BACKEND, dynamic=compiling.DYNAMIC, options=compiling.options()
+        )
     else:
         compiling.compile_model(model, "transformer")
     return model
@@ -223,7 +226,8 @@ def main(argv: list[str] | None = None) -> None:
         f"token models: V={args.vocab}, {batch} x {length}, dropout {args.dropout}, fp32 CPU, "
         f"forward+cross-entropy+backward+AdamW, median of {args.steps} steps after "
         f"{args.warmup} warm-up ({args.clock} clock); compiled: torch.compile "
-        f"backend={compiling.BACKEND}, dynamic={compiling.DYNAMIC}; torch {torch.__version__}, "
+        f"backend={compiling.BACKEND}, dynamic={compiling.DYNAMIC}, options={compiling.OPTIONS}; "
+        f"torch {torch.__version__}, "
         f"transformers {transformers.__version__}"
     )
     header = (

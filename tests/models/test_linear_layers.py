@@ -1,14 +1,17 @@
 """``model.linear_layers = "onednn"``: training steps' linear layers by oneDNN's linear —
 the same values and gradients as ``F.linear`` to float32 rounding, the same parameters and
-state dict, ``F.linear`` itself outside training."""
+state dict, ``F.linear`` itself outside training; the operator they call
+(``selfattn::onednn_linear``) registered as ``torch.library`` checks it, with
+``F.linear``'s gradients in float64."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from selfattn.attention.packed_linear import OneDNNLinear, onednn_usable
+from selfattn.attention.packed_linear import OneDNNLinear, onednn_linear, onednn_usable
 from selfattn.models.linear_layers import use_linear_layers
 from selfattn.models.registry import model_options
 from selfattn.models.task_model import TaskSpec, build_model_from_spec
@@ -52,7 +55,7 @@ def test_values_and_gradients_are_the_linear_layers(bias: bool, input_grad: bool
     if input_grad:
         assert x.grad is not None and x64.grad is not None
         torch.testing.assert_close(x.grad.double(), x64.grad, **close)
-    assert out.grad_fn is not None and "OneDNN" in type(out.grad_fn).__name__
+    assert out.grad_fn is not None and "onednn_linear" in type(out.grad_fn).__name__
 
 
 @needs_onednn
@@ -65,6 +68,42 @@ def test_outside_training_it_is_f_linear_bit_for_bit() -> None:
     with torch.no_grad():
         assert torch.equal(fast(x), plain(x))  # no gradients
     assert torch.equal(fast.double()(x.double()), plain.double()(x.double()))  # float64
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_operator_has_f_linear_gradients_in_float64(bias: bool) -> None:
+    """In float64 (where it multiplies by ``F.linear``) the operator's backward gives
+    ``F.linear``'s gradients: input, weight and bias, and numerically (gradcheck)."""
+    generator = torch.Generator().manual_seed(0)
+    x, weight = (
+        torch.randn(*shape, dtype=torch.float64, generator=generator)
+        for shape in ((2, 3, 5), (4, 5))
+    )
+    inputs = [x.requires_grad_(), weight.requires_grad_()]
+    if bias:
+        inputs.append(torch.randn(4, dtype=torch.float64, generator=generator).requires_grad_())
+    grad = torch.randn(2, 3, 4, dtype=torch.float64, generator=generator)
+    ours = torch.autograd.grad(onednn_linear(*inputs, *([] if bias else [None])), inputs, grad)
+    theirs = torch.autograd.grad(F.linear(*inputs), inputs, grad)
+    for mine, reference in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(
+        lambda *a: onednn_linear(a[0], a[1], a[2] if bias else None), inputs
+    )
+
+
+@needs_onednn
+def test_the_operator_passes_torch_library_checks() -> None:
+    """``torch.library.opcheck`` on oneDNN's float32 path: schema, autograd registration,
+    fake tensor (the shapes ``torch.compile`` traces with) and AOT dispatch with dynamic
+    shapes, with a bias and without."""
+    generator = torch.Generator().manual_seed(0)
+    x, weight, bias = (
+        torch.randn(*shape, generator=generator, requires_grad=True)
+        for shape in ((3, 4, 6), (5, 6), (5,))
+    )
+    for args in ((x, weight, bias), (x, weight, None)):
+        torch.library.opcheck(onednn_linear, args)
 
 
 def test_the_model_keeps_its_parameters_and_state_dict() -> None:

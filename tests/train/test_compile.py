@@ -189,3 +189,57 @@ def test_resuming_compiled_or_eager_is_not_a_changed_setting(tmp_path: Path) -> 
     longer = replace(compiled, train=replace(compiled.train, epochs=config.train.epochs + 1))
     with pytest.warns(UserWarning, match=r"changed settings train\.epochs: "):
         check_compatible(tmp_path, longer, spec, config, spec)
+
+
+def test_compiled_linear_layers_stay_one_onednn_operator_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Compiling keeps a model's oneDNN linear layers (``model.linear_layers``): the
+    forward graph and the backward one (one each, no graph break) call the
+    ``selfattn::onednn_linear`` operator once per layer, the kernel Inductor calls whole
+    (the forward product, and in the backward the input gradient's)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    from selfattn.attention.packed_linear import OneDNNLinear, onednn_usable
+    from selfattn.datatypes import Batch
+    from selfattn.models.registry import model_options
+    from selfattn.models.task_model import build_model_from_spec
+
+    if not onednn_usable(torch.zeros(1), torch.zeros(1)):
+        pytest.skip("this PyTorch has no oneDNN")
+    graphs: list[torch.fx.GraphModule] = []
+
+    def record(graph: torch.fx.GraphModule, inputs: object) -> object:
+        graphs.append(graph)
+        return make_boxed_func(graph.forward)
+
+    monkeypatch.setattr(compiling, "BACKEND", aot_autograd(fw_compiler=record, bw_compiler=record))
+    spec = TaskSpec("token", vocab_size=30, char_vocab_size=None, num_labels=30, max_len=8)
+    options = model_options(embed_dim=16, num_heads=2, num_layers=1, ffn_dim=32)
+    model = build_model_from_spec(options, spec)
+    layers = sum(isinstance(module, OneDNNLinear) for module in model.modules())
+    compiling.compile_model(model, "transformer")
+    try:
+        ids = torch.randint(1, 30, (2, 8))
+        mask = torch.zeros(2, 8, dtype=torch.bool)
+        model(Batch(ids, None, None, mask, ids)).sum().backward()
+    finally:
+        torch._dynamo.reset()  # the other tests' compile counts start from none
+    assert layers >= 6 and sum(isinstance(m, OneDNNLinear) for m in model.modules()) == layers
+    operator = torch.ops.selfattn.onednn_linear.default
+    calls = [sum(node.target is operator for node in graph.graph.nodes) for graph in graphs]
+    assert calls == [layers, layers], calls
+
+
+def test_inductor_draws_dropout_by_torchs_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor compiles with ``fallback_random`` (dropout's masks by PyTorch's generator,
+    not Inductor's slower per-element one); another backend gets no Inductor options."""
+    asked: list[dict[str, object]] = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kwargs: asked.append(kwargs))
+    compiling.compile_model(torch.nn.Linear(2, 2), "transformer")
+    monkeypatch.setattr(compiling, "BACKEND", "aot_eager")
+    compiling.compile_model(torch.nn.Linear(2, 2), "transformer")
+    inductor, other = asked
+    assert inductor["backend"] == "inductor" and inductor["options"] == {"fallback_random": True}
+    assert other["backend"] == "aot_eager" and other["options"] is None

@@ -182,34 +182,51 @@ def onednn_usable(x: Tensor, weight: Tensor) -> bool:
     )
 
 
-class _OneDNNLinear(torch.autograd.Function):
-    """``x @ W.T + b`` with its forward and input gradient by oneDNN's linear; the weight's
-    gradient stays one matrix product (oneDNN's is no faster at K = B·L)."""
-
-    @staticmethod
-    def forward(
-        ctx: torch.autograd.function.FunctionCtx, x: Tensor, weight: Tensor, bias: Tensor | None
-    ) -> Tensor:
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None  # type: ignore[attr-defined]
+@torch.library.custom_op("selfattn::onednn_linear", mutates_args=())
+def onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``x @ weight.T + bias`` by oneDNN's linear where :func:`onednn_usable` (else
+    ``F.linear``), as an operator of its own: ``torch.compile`` keeps it whole (Inductor
+    calls it as an external kernel and fuses the elementwise work around it), and its
+    backward is :func:`_onednn_linear_backward`, traced and compiled with the rest."""
+    if onednn_usable(x, weight):
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    return F.linear(x, weight, bias)
 
-    @staticmethod
-    def backward(
-        ctx: torch.autograd.function.FunctionCtx, grad: Tensor
-    ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-        x, weight = ctx.saved_tensors  # type: ignore[attr-defined]
-        needs = ctx.needs_input_grad  # type: ignore[attr-defined]
-        grad_x = grad_weight = grad_bias = None
-        if needs[0]:
-            transposed = weight.t().contiguous()  # (in, out): the input gradient's "weight"
-            grad_x = torch.ops.mkldnn._linear_pointwise(grad, transposed, None, "none", [], "")
-        rows = grad.reshape(-1, grad.shape[-1])
-        if needs[1]:
-            grad_weight = rows.t() @ x.reshape(-1, x.shape[-1])
-        if ctx.has_bias and needs[2]:  # type: ignore[attr-defined]
-            grad_bias = rows.sum(0)
-        return grad_x, grad_weight, grad_bias
+
+@onednn_linear.register_fake
+def _onednn_linear_shape(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+def _onednn_linear_saves(
+    ctx: torch.autograd.function.FunctionCtx,
+    inputs: tuple[Tensor, Tensor, Tensor | None],
+    output: Tensor,
+) -> None:
+    x, weight, bias = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias = bias is not None  # type: ignore[attr-defined]
+
+
+def _onednn_linear_backward(
+    ctx: torch.autograd.function.FunctionCtx, grad: Tensor
+) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """The input gradient by oneDNN's linear too, times the weight laid out ``(in, out)``;
+    the weight's gradient one matrix product (oneDNN's is no faster at K = B·L)."""
+    x, weight = ctx.saved_tensors  # type: ignore[attr-defined]
+    needs = ctx.needs_input_grad  # type: ignore[attr-defined]
+    grad_x = grad_weight = grad_bias = None
+    if needs[0]:
+        grad_x = onednn_linear(grad, weight.t().contiguous(), None)
+    rows = grad.reshape(-1, grad.shape[-1])
+    if needs[1]:
+        grad_weight = rows.t() @ x.reshape(-1, x.shape[-1])
+    if ctx.has_bias and needs[2]:  # type: ignore[attr-defined]
+        grad_bias = rows.sum(0)
+    return grad_x, grad_weight, grad_bias
+
+
+onednn_linear.register_autograd(_onednn_linear_backward, setup_context=_onednn_linear_saves)
 
 
 class OneDNNLinear(nn.Linear):
@@ -226,5 +243,5 @@ class OneDNNLinear(nn.Linear):
 
     def forward(self, input: Tensor) -> Tensor:
         if self.training and torch.is_grad_enabled() and onednn_usable(input, self.weight):
-            return _OneDNNLinear.apply(input, self.weight, self.bias)
+            return onednn_linear(input, self.weight, self.bias)
         return F.linear(input, self.weight, self.bias)

@@ -15,6 +15,11 @@ seconds spent (the forward graphs and, lazily at the first backward, the backwar
 the frames compiled, and the recompilations among them (a frame compiled again because
 its guards failed: what the dynamic shapes keep at a small bound).
 
+The linear layers train by oneDNN's linear as in an eager run (``model.linear_layers``):
+it is an operator of its own (:func:`~selfattn.attention.packed_linear.onednn_linear`)
+that Inductor calls whole, fusing the elementwise work around it, so compiled and eager
+steps run the same matrix products.
+
 The architectures that do not compile are refused when the configuration is read
 (:data:`~selfattn.config.sections.NOT_COMPILED`).
 """
@@ -26,7 +31,6 @@ from dataclasses import dataclass, field
 from torch import nn
 
 from selfattn.config.sections import check_compiles
-from selfattn.models.linear_layers import use_linear_layers
 
 #: ``torch.compile``'s backend: Inductor generates fused C++ (CPU, OpenMP) or Triton (CUDA)
 #: kernels. Tests set ``"aot_eager"`` (the same graphs, traced forward and backward, run by
@@ -35,6 +39,15 @@ BACKEND = "inductor"
 #: Compile with symbolic batch size and length from the first batch (``None`` would compile
 #: the first shape static and recompile once a second one comes).
 DYNAMIC: bool | None = True
+#: Inductor's options: dropout's random numbers drawn by PyTorch's own generator (the
+#: kernels eager runs) rather than Inductor's per-element Philox, which on the CPU took a
+#: d256 training step more time than all its other generated kernels together.
+OPTIONS: dict[str, str | int | bool] = {"fallback_random": True}
+
+
+def options() -> dict[str, str | int | bool] | None:
+    """:data:`OPTIONS` where the backend is Inductor (the only one that takes them)."""
+    return dict(OPTIONS) if BACKEND == "inductor" else None
 
 
 def compiled_parts(model: nn.Module) -> list[nn.Module]:
@@ -58,11 +71,8 @@ def compile_model(model: nn.Module, architecture: str, asked: str = "train.compi
             the field or flag that asked, and why.
     """
     check_compiles(architecture, asked)
-    # oneDNN's linear (model.linear_layers) is an autograd function of its own that
-    # Inductor cannot lower; F.linear it can (same parameters, same state-dict keys).
-    use_linear_layers(model, "torch")
     for part in compiled_parts(model):
-        part.compile(backend=BACKEND, dynamic=DYNAMIC)
+        part.compile(backend=BACKEND, dynamic=DYNAMIC, options=options())
 
 
 def _compiled_code() -> dict[int, int]:
