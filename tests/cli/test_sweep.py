@@ -80,6 +80,13 @@ def test_every_combination_is_a_run_and_the_table_averages_them(
         assert row["metrics"]["dev accuracy"]["std"] is None  # one seed
         test = json.loads((out / name / TEST_FILE).read_text())
         assert row["metrics"]["test accuracy"]["mean"] == pytest.approx(test["accuracy"])
+        keyed = summary["combinations"][f"{values['model.score']}-{values['model.normalizer']}"]
+        assert keyed["test_accuracy"]["mean"] == pytest.approx(test["accuracy"])
+        assert keyed["dev_accuracy"]["mean"] == pytest.approx(best["dev_accuracy"])
+    timing = summary["timing"]
+    assert timing["runs_trained"] == 4
+    # two at a time: the wall clock is shorter than the runs' own times added up
+    assert 0 < timing["wall_seconds"] < timing["run_seconds"] or JOBS == "1"
     assert (out / "sweep.png").stat().st_size > 0
 
 
@@ -92,6 +99,8 @@ def test_running_it_again_skips_the_finished_runs(
     captured = capsys.readouterr()
     assert captured.err.count(": skipped") == 4
     assert captured.out == table
+    assert "trained in" not in captured.err  # nothing trained: no timing line
+    assert json.loads((out / "summary.json").read_text())["timing"]["runs_trained"] == 0
     assert {name: (out / name / "metrics.jsonl").read_text() for name in NAMES} == before
 
 

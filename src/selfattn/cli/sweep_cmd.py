@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from selfattn.cli.model_cmds import add_set_argument
 from selfattn.messages import plural
 from selfattn.runs.sweep_grid import parse_seeds, plan
 from selfattn.runs.sweep_summary import summarise
-from selfattn.runs.sweep_workers import Runner
+from selfattn.runs.sweep_workers import Outcome, Runner
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,16 +64,25 @@ def run(args: argparse.Namespace) -> int:
         f"{args.jobs} at a time (logs in {sweep.out / 'logs'})",
         file=sys.stderr,
     )
+    began = time.monotonic()
     try:
         outcomes = Runner(sweep, args.jobs, lambda line: print(line, file=sys.stderr)).run()
     except KeyboardInterrupt:
         raise KeyboardInterrupt(
             "interrupted; every run was left resumable: run the same command again to go on"
         ) from None
+    timing = _timing(outcomes, time.monotonic() - began)
+    if timing["runs_trained"]:
+        print(
+            f"{plural(int(timing['runs_trained']), 'run')} trained in {timing['wall_seconds']:.0f} s "
+            f"of wall clock, {args.jobs} at a time; one after another their own times "
+            f"add up to {timing['run_seconds']:.0f} s",
+            file=sys.stderr,
+        )
     summary = summarise(sweep)
     print(summary.table())
     (sweep.out / "summary.json").write_text(
-        json.dumps(summary.to_json(), indent=1) + "\n", encoding="utf-8"
+        json.dumps({**summary.to_json(), "timing": timing}, indent=1) + "\n", encoding="utf-8"
     )
     picture = summary.plot(sweep.out / "sweep.png")
     if picture is not None:
@@ -84,3 +94,14 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if failed else 0
+
+
+def _timing(outcomes: list[Outcome], wall: float) -> dict[str, float]:
+    """This invocation's wall clock beside the sum of the times of the runs it trained
+    (or resumed): what the same runs cost one after another, each as long as it took here."""
+    trained = [o for o in outcomes if o.status in ("trained", "resumed")]
+    return {
+        "runs_trained": len(trained),
+        "wall_seconds": round(wall, 1),
+        "run_seconds": round(sum(o.seconds for o in trained), 1),
+    }

@@ -64,9 +64,20 @@ class Summary:
         return text_table(header, body)
 
     def to_json(self) -> dict[str, Any]:
+        """The table as JSON: ``rows`` as built, and ``combinations``, the same means and
+        standard deviations keyed by the combination's values joined by ``-`` and the
+        metric's name with ``_`` for spaces (``dot-softmax`` → ``test_accuracy`` →
+        ``mean``), names a record's keys can hold."""
         return {
             "grid": [axis.field for axis in self.axes],
             "metrics": self.metrics,
+            "combinations": {
+                "-".join(str(value) for value in row["values"].values()) or "all": {
+                    name.replace(" ", "_"): {"mean": mean, "std": std}
+                    for name, (mean, std) in row["metrics"].items()
+                }
+                for row in self.rows
+            },
             "rows": [
                 {
                     **row,
