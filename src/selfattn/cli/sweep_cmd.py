@@ -73,8 +73,9 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     timing = _timing(outcomes, time.monotonic() - began)
     if timing["runs_trained"]:
+        trained = plural(int(timing["runs_trained"]), "run")
         print(
-            f"{plural(int(timing['runs_trained']), 'run')} trained in {timing['wall_seconds']:.0f} s "
+            f"{trained} trained in {timing['wall_seconds']:.0f} s "
             f"of wall clock, {args.jobs} at a time; one after another their own times "
             f"add up to {timing['run_seconds']:.0f} s",
             file=sys.stderr,

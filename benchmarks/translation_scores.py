@@ -1,0 +1,150 @@
+"""Score trained translation runs side by side: each run's decodings of a split (greedy,
+beam K, NAT) by `selfattn eval` (BLEU and chrF, sacrebleu), with what its training cost
+(optimizer steps, minutes, the best epoch's dev accuracy, read from its metrics.jsonl),
+as a Markdown table and then one JSON line keyed by run name.
+
+Usage::
+
+    python benchmarks/translation_scores.py runs/bible/transformer runs/bible/rnn \
+        --decodings greedy,beam5 --jobs 2
+    python benchmarks/translation_scores.py NAME=RUN ... --split dev --decodings beam5
+
+Each decoding is its own `python -m selfattn eval` process at one thread; ``--jobs`` of them
+run at once. A folder that is not a finished run is refused in one line (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+FLAGS = {"greedy": ["--greedy"], "nat": ["--nat"]}
+
+
+def decoding_flags(name: str) -> list[str]:
+    """``greedy`` → ``--greedy``, ``beam5`` → ``--beam 5``, ``nat`` → ``--nat``."""
+    if name in FLAGS:
+        return FLAGS[name]
+    if name.startswith("beam") and name[4:].isdigit() and int(name[4:]) >= 1:
+        return ["--beam", name[4:]]
+    raise ValueError(f"--decodings: {name!r} is not greedy, nat or beamK (e.g. beam5)")
+
+
+def training(run: Path) -> dict[str, float]:
+    """What the run's training cost and reached, from its metrics.jsonl: epochs, optimizer
+    steps, the epochs' seconds added up (as minutes), the best epoch and its dev accuracy."""
+    path = run / "metrics.jsonl"
+    try:
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: not a trained run's metrics ({err})") from None
+    epochs = [line for line in lines if isinstance(line, dict) and "epoch" in line]
+    if not epochs:
+        raise ValueError(f"{path}: no epoch was scored")
+    best = max(epochs, key=lambda line: line.get("dev_accuracy", float("-inf")))
+    return {
+        "epochs": epochs[-1]["epoch"],
+        "steps": epochs[-1]["step"],
+        "train_minutes": round(sum(line.get("seconds", 0.0) for line in epochs) / 60, 1),
+        "best_epoch": best["epoch"],
+        "dev_accuracy": best.get("dev_accuracy", float("nan")),
+    }
+
+
+def evaluate(run: Path, decoding: str, args: argparse.Namespace) -> dict[str, float]:
+    """One `selfattn eval` of ``run``: its JSON report and the seconds it took."""
+    command = [sys.executable, "-m", "selfattn", "eval", str(run), "--split", args.split]
+    command += [*decoding_flags(decoding), "--threads", str(args.threads)]
+    if args.batch_size is not None:
+        command += ["--batch-size", str(args.batch_size)]
+    began = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.monotonic() - began
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"{run} {decoding}: selfattn eval exited {done.returncode}: {said}")
+    report = json.loads(lines[-1])
+    scores = {k: report[k] for k in ("bleu", "chrf") if isinstance(report.get(k), int | float)}
+    return {**scores, "seconds": round(seconds, 1)}
+
+
+def parse_runs(items: list[str]) -> dict[str, Path]:
+    """``NAME=FOLDER`` or ``FOLDER`` (named after it); every folder must hold a run."""
+    runs: dict[str, Path] = {}
+    for item in items:
+        name, _, folder = item.rpartition("=") if "=" in item else ("", "", item)
+        path = Path(folder)
+        name = name or path.name
+        if not (path / "metrics.jsonl").is_file():
+            raise ValueError(f"{path}: not a run folder (no metrics.jsonl)")
+        if name in runs:
+            raise ValueError(f"{name}: named twice (give NAME=FOLDER)")
+        runs[name] = path
+    return runs
+
+
+def table(results: dict[str, dict[str, Any]], decodings: list[str]) -> str:
+    """The results as a Markdown table, a row per run."""
+    header = ["run", "epochs", "steps", "training min", "dev accuracy (best epoch)"]
+    header += [f"{d} BLEU / chrF" for d in decodings]
+    rows = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for name, found in results.items():
+        cells = [
+            name,
+            str(found["epochs"]),
+            str(found["steps"]),
+            f"{found['train_minutes']:.1f}",
+            f"{found['dev_accuracy']:.3f} ({found['best_epoch']})",
+        ]
+        for decoding in decodings:
+            scores = found[decoding]
+            cells.append(f"{scores.get('bleu', float('nan')):.2f} / {scores.get('chrf', 0):.1f}")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", metavar="[NAME=]RUN")
+    parser.add_argument("--split", default="test", choices=("dev", "test"))
+    parser.add_argument("--decodings", default="greedy,beam5")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="threads of each eval")
+    parser.add_argument("--batch-size", type=int, help="selfattn eval --batch-size")
+    args = parser.parse_args(argv)
+    try:
+        runs = parse_runs(args.runs)
+        decodings = args.decodings.split(",")
+        for decoding in decodings:
+            decoding_flags(decoding)
+        if args.jobs < 1:
+            raise ValueError(f"--jobs {args.jobs}: give 1 or more")
+        results = {name: training(run) for name, run in runs.items()}
+    except ValueError as err:
+        print(f"translation_scores.py: error: {err}", file=sys.stderr)
+        return 2
+    work = [(name, decoding) for name in runs for decoding in decodings]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        done = pool.map(lambda job: evaluate(runs[job[0]], job[1], args), work)
+        try:
+            for (name, decoding), scores in zip(work, done, strict=True):
+                results[name][decoding] = scores
+                print(f"{name} {decoding}: {scores}", file=sys.stderr)
+        except RuntimeError as err:
+            print(f"translation_scores.py: error: {err}", file=sys.stderr)
+            return 1
+    print(f"\n{args.split} split:\n")
+    print(table(results, decodings))
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""benchmarks/translation_scores.py: two tiny reversal runs (two seeds) scored side by side (each
+decoding its own `selfattn eval` process), the table and the JSON line agreeing with
+`selfattn eval` and with each run's metrics.jsonl; a folder that is not a run refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from selfattn.cli.main import main
+
+from ..cli.test_cli_seq2seq import TRAIN, reversal_data
+from ..helpers_cli import TINY_MODEL, write_config
+from ..helpers_scripts import load_script
+
+
+def _run(tmp_path: Path, name: str, seed: int) -> Path:
+    run_dir = tmp_path / name
+    config = write_config(
+        tmp_path / f"{name}.toml",
+        run_dir=run_dir,
+        data=reversal_data(tmp_path, 120, 12),
+        model={**TINY_MODEL, "embed_dim": 16, "ffn_dim": 32},
+        train={**TRAIN, "epochs": 2, "seed": seed},
+    )
+    assert main(["train", str(config), "--no-progress"]) == 0
+    return run_dir
+
+
+@pytest.mark.slow
+def test_two_runs_scored_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = {"seed0": _run(tmp_path, "a", 0), "seed1": _run(tmp_path, "b", 1)}
+    capsys.readouterr()
+    script = load_script("benchmarks/translation_scores.py")
+    argv = [f"{name}={run}" for name, run in runs.items()]
+    assert script.main([*argv, "--decodings", "greedy,beam2", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    results = json.loads(out[-1])
+    assert set(results) == {"seed0", "seed1"}
+    for name, run in runs.items():
+        epochs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        assert results[name]["steps"] == epochs[-1]["step"]
+        assert results[name]["dev_accuracy"] == max(e["dev_accuracy"] for e in epochs)
+        assert main(["eval", str(run), "--split", "test", "--beam", "2", "--threads", "1"]) == 0
+        alone = json.loads(capsys.readouterr().out)
+        assert results[name]["beam2"]["bleu"] == pytest.approx(alone["bleu"])
+        assert results[name]["beam2"]["chrf"] == pytest.approx(alone["chrf"])
+        row = next(line for line in out if line.startswith(f"| {name} |"))
+        assert f"{alone['bleu']:.2f} / {alone['chrf']:.1f}" in row
+    assert script.main([str(tmp_path)]) == 2
+    assert "not a run folder" in capsys.readouterr().err
+    assert script.main([str(runs["seed1"]), "--decodings", "beam"]) == 2
