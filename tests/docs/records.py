@@ -28,7 +28,8 @@ Run as a script, ``params CONFIG [--set FIELD=VALUE ...] [--module NAME]`` loads
 config's data, builds its model and prints the record entry (spec and count) to paste under
 ``models`` and ``values``; ``splits CONFIG [--set ...]`` prints the sizes of its data's
 splits as one JSON line (examples, positions, the majority label's share); ``count`` says
-how many documented numbers cite a record (``--pages``: the unbacked ones by page);
+how many documented numbers cite a record (``--pages``: the unbacked ones by page;
+``--sections PAGE``: one page's by section, the most first);
 ``record ID -- COMMAND ...`` runs a command and writes the record of what it printed
 (tests/docs/recorder.py).
 """
@@ -243,6 +244,26 @@ def unbacked(paths: list[Path]) -> dict[str, int]:
     return found
 
 
+HEADING = re.compile(r"^#{1,6} .*$", re.MULTILINE)
+
+
+def unbacked_sections(path: Path) -> list[tuple[str, int]]:
+    """The unbacked numbers of ``path`` by section: each heading (``results.md:127 ###
+    German``, or the page's name for the text before the first) with its count, in page
+    order. Headings inside code fences are not headings."""
+    raw = path.read_text(encoding="utf-8")
+    text = prose(raw)
+    starts = sorted({0, *(match.start() for match in HEADING.finditer(text))})
+    found = []
+    for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        part = text[start:end]
+        cited = sum(1 for c in CITATION.finditer(part) if MEASURED.fullmatch(c.group("number")))
+        line = text.count("\n", 0, start) + 1
+        title = raw.splitlines()[line - 1] if HEADING.match(text, start) else "(no heading)"
+        found.append((f"{_shown(path)}:{line} {title}", len(MEASURED.findall(part)) - cited))
+    return found
+
+
 def parameter_count(model: dict[str, Any]) -> int:
     """The parameters of the model a record's ``models`` entry describes, built from its
     config and stored spec alone (no data is read)."""
@@ -317,6 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     sizes.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     counts = commands.add_parser("count", help="how many documented numbers records back")
     counts.add_argument("--pages", action="store_true", help="the unbacked numbers, by page")
+    counts.add_argument(
+        "--sections",
+        metavar="PAGE",
+        type=Path,
+        help="the unbacked numbers of one page by section, the most first",
+    )
     counts.set_defaults(config=None)
     recording = commands.add_parser("record", help="run a command and record what it prints")
     recording.add_argument("id", help="the record's name: docs/records/ID.json")
@@ -331,6 +358,16 @@ def main(argv: list[str] | None = None) -> int:
     args.run = argv[cut + 1 :]
     if args.command == "record":
         return _record(args)
+    if args.command == "count" and args.sections:
+        page = args.sections if args.sections.is_absolute() else ROOT / args.sections
+        if not page.is_file():
+            print(f"records.py count: --sections {args.sections}: no such page", file=sys.stderr)
+            return 2
+        ranked = sorted(unbacked_sections(page), key=lambda found: -found[1])
+        for where, count in ranked:
+            if count:
+                print(f"{count:5d}  {where}")
+        return 0
     if args.command == "count" and args.pages:
         print(json.dumps(unbacked(documents()), indent=1))
         return 0

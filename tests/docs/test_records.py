@@ -30,6 +30,7 @@ from .records import (
     read_record,
     split_sizes,
     unbacked,
+    unbacked_sections,
 )
 
 RECORDED = load_records()
@@ -196,6 +197,24 @@ def test_the_count_says_how_many_numbers_are_backed(capsys: pytest.CaptureFixtur
         f"{cited} of {total} documented numbers are backed by a record, "
         f"and {quoted} numbers of quoted output\n"
     )
+
+
+def test_sections_split_a_pages_unbacked_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "1.5 before\n# A\n0.25 and 0.5 <!-- record: r k -->\n```text\n# not a heading 9.5\n```\n"
+        "## B\n1.25, 2.5 and 1,000\n",
+        encoding="utf-8",
+    )
+    found = [(where.split(":", 1)[1], count) for where, count in unbacked_sections(page)]
+    assert found == [("1 (no heading)", 1), ("2 # A", 1), ("7 ## B", 3)]
+    assert sum(count for _, count in found) == unbacked([page])[str(page)]
+    assert main(["count", "--sections", str(page)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["3", f"{page}:7", "##", "B"]
+    assert main(["count", "--sections", str(tmp_path / "none.md")]) == 2
+    assert "--sections" in capsys.readouterr().err
 
 
 UNBACKED = ROOT / "tests/docs/unbacked.json"
