@@ -3,9 +3,13 @@ trained runs' models.
 
 Exports each run's model with ``selfattn export`` (checked against PyTorch to 1e-4), then
 times both on the same batches of the run's own test sentences (dev, if it has none) —
-batch 1 and batch 32, interleaved (eager, ONNX, eager, ONNX …) so a busy machine slows
-both alike — and prints the median milliseconds per batch and the ratio ONNX ÷ eager
-(below 1: ONNX Runtime is faster). One thread for both unless ``--threads`` says otherwise.
+batch 1 and batch 32, interleaved so a busy machine slows both alike — and prints the
+median milliseconds per batch and the ratio ONNX ÷ eager (below 1: ONNX Runtime is
+faster). One thread for both unless ``--threads`` says otherwise. Each round starts one
+side later (eager, ONNX; ONNX, eager; …), so no side always runs right after the same
+other one: at batch 1 a call ran faster right after a call of the other ONNX file and
+slower right after PyTorch's (the pos tagger's int8 ÷ float32 looked 0.56 with the order
+fixed, 0.89 alternating the two files alone).
 
 Each call is timed twice: wall-clock, and the CPU time the process spent in it
 (``time.process_time``). At one thread on an idle core the two agree; on a machine shared
@@ -104,8 +108,10 @@ def latency(args: argparse.Namespace, run: Path, folder: Path) -> dict[str, Any]
             for _ in range(3):  # warm-up
                 for function in sides.values():
                     function(*inputs)
-            for _ in range(args.repeats):
-                for name, function in sides.items():
+            order = list(sides.items())
+            for round_ in range(args.repeats):  # each round starts one side later
+                start = round_ % len(order)
+                for name, function in order[start:] + order[:start]:
                     for clock, value in zip(times[name], timed(function, inputs), strict=True):
                         clock.append(value)
         numbers: dict[str, Any] = {"tokens": inputs[0].numel()}
