@@ -15,6 +15,15 @@ ONNX Runtime — the same scoring as ``selfattn eval``, with the model's forward
 answered by the file — and the int8 file is moved to the output path only if its score is
 close enough; otherwise nothing is written there.
 
+Other ways were measured on the sentiment classifier and the pos tagger (one thread, CPU
+time per call) and were no faster at batch 1 or 32: static QDQ quantisation calibrated on
+training batches (slower: a QuantizeLinear / DequantizeLinear pair around every product),
+quantising the attention's own products too (``MatMulConstBOnly`` off), and quantising the
+graph ONNX Runtime had already optimised; ``onnxruntime.transformers``' optimizer finds
+none of its Attention, SkipLayerNormalization or EmbedLayerNormalization patterns in the
+dynamo exporter's graph. At width 128 most of the time is in operators int8 weights leave
+float32 (``benchmarks/export_latency.py --profile``).
+
 PyTorch's own dynamic quantisation (``torch.ao.quantization.quantize_dynamic``) gives
 modules that neither ONNX exporter can write (``torch.export`` fails on their packed
 weights), so the int8 file is made from the float32 ONNX graph.
