@@ -266,7 +266,9 @@ class DecoderCache:
             self.memory_padding = padding if bool(padding.any()) else None
         return self.memory_padding
 
-    def reorder(self, index: Tensor, *, memory: bool = True) -> None:
+    def reorder(
+        self, index: Tensor, *, memory: bool = True, moved: RowMoves | None = None
+    ) -> None:
         """Keep batch rows ``index`` in every layer's caches.
 
         Args:
@@ -275,9 +277,12 @@ class DecoderCache:
                 the source of the row it replaces (beams re-ranked within their example),
                 so the memory's rows are already right. With ``group`` > 1, ``index`` keeps
                 groups whole: the rows of new group j all come from one old group.
+            moved: the rows of ``index`` that change (:class:`RowMoves`), when the caller
+                knows them already (beam search places its beams so: no search for them).
         """
         # Found once for every layer (each self-attention cache holds the same rows).
-        moved = RowMoves.of(index) if index.device.type == "cpu" else None
+        if moved is None and index.device.type == "cpu":
+            moved = RowMoves.of(index)
         if not memory:
             for self_cache, cross_cache in self.layers:
                 self_cache.reorder(index, moved)
