@@ -145,3 +145,40 @@ def test_packed_decoding_decodes_what_the_plain_layers_decode(
 
 def _ids(layers: tuple[nn.Linear, ...]) -> tuple[int, ...]:
     return tuple(id(layer) for layer in layers)
+
+
+def test_a_new_decode_reuses_the_packed_weights_until_they_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each decode has its own :class:`PackedLinears`; a layer's packed weight is made
+    once for all of them, and made again when its weight is written in place (an optimiser
+    step) or replaced, so no decode reads a stale weight."""
+    layer = _layer(32, 64)
+    x = torch.randn(3, 32)
+    packs = []
+    real = packed_linear._pack
+
+    def counted(layers: tuple[nn.Linear, ...]) -> object:
+        packs.append(layers)
+        return real(layers)
+
+    monkeypatch.setattr(packed_linear, "_pack", counted)
+
+    def decode_product() -> torch.Tensor:
+        with torch.no_grad():
+            return PackedLinears()(layer, x)
+
+    first, again = decode_product(), decode_product()
+    assert len(packs) == 1 and torch.equal(first, again)
+    for change in ("in place", "bias in place", "replaced"):
+        with torch.no_grad():
+            if change == "in place":
+                layer.weight.mul_(2.0)
+            elif change == "bias in place":
+                layer.bias.add_(1.0)
+            else:
+                layer.weight = nn.Parameter(torch.randn(64, 32), requires_grad=False)
+        out = decode_product()
+        reference = F.linear(x.double(), layer.weight.double(), _double(layer.bias))
+        torch.testing.assert_close(out.double(), reference, atol=1e-5, rtol=1e-5)
+    assert len(packs) == 4

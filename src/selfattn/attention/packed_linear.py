@@ -28,6 +28,7 @@ build has oneDNN; anything else (float64, CUDA, gradients) runs ``F.linear`` unc
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
@@ -70,8 +71,10 @@ def plain(layer: nn.Linear, x: Tensor) -> Tensor:
 class PackedLinears:
     """The packed weights of the linear layers one decode has used (made on first use).
 
-    A decode's weights do not change, so each layer's weight is packed once; a new decode
-    (a new :class:`~selfattn.attention.cache.DecoderCache`) packs afresh.
+    A decode's weights do not change, so each layer's weight is packed once. A new decode
+    (a new :class:`~selfattn.attention.cache.DecoderCache`) takes the packed weights of
+    the layers' last decode while they are still those layers' weights, unchanged
+    (:func:`_shared_pack`), and packs afresh otherwise.
     """
 
     def __init__(self) -> None:
@@ -99,7 +102,7 @@ class PackedLinears:
             return partial(F.linear, weight=layer.weight, bias=layer.bias)
         entry = self._packed.get(layer)
         if entry is None:
-            entry = self._packed[layer] = _pack((layer,))
+            entry = self._packed[layer] = _shared_pack((layer,))
         return partial(_packed_product, weight=entry.weight, bias=entry.bias)
 
     def stacked(self, layers: tuple[nn.Linear, ...], x: Tensor) -> tuple[Tensor, ...]:
@@ -115,7 +118,7 @@ class PackedLinears:
             return partial(_each, layers=layers)
         entry = self._packed.get(layers)
         if entry is None:
-            entry = self._packed[layers] = _pack(layers)
+            entry = self._packed[layers] = _shared_pack(layers)
         product = partial(_packed_product, weight=entry.weight, bias=entry.bias)
         return partial(_split, product=product, sizes=entry.sizes)
 
@@ -131,7 +134,7 @@ def _packed_product(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
 
 def _split(x: Tensor, product: Projection, sizes: list[int]) -> tuple[Tensor, ...]:
     """``product(x)`` split into the stacked layers' outputs."""
-    return product(x).split(sizes, dim=-1)
+    return torch.split_with_sizes(product(x), sizes, dim=-1)  # no Tensor.split wrapper
 
 
 def _each(x: Tensor, layers: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
@@ -143,6 +146,54 @@ class _Packed(NamedTuple):
     weight: Tensor  # the stacked weights: (Σ out, in), packed by oneDNN, or (in, Σ out)
     bias: Tensor | None
     sizes: list[int]  # each layer's out_features
+
+
+class _Stamp(NamedTuple):
+    """What a packed weight was made from: a parameter, its storage and its version."""
+
+    tensor: weakref.ref[Tensor]
+    pointer: int
+    version: int
+
+    @classmethod
+    def of(cls, tensor: Tensor) -> _Stamp:
+        return cls(weakref.ref(tensor), tensor.data_ptr(), tensor._version)
+
+    def holds(self, tensor: Tensor) -> bool:
+        """Whether ``tensor`` is still the parameter, storage and version stamped."""
+        return (
+            self.tensor() is tensor
+            and tensor.data_ptr() == self.pointer
+            and tensor._version == self.version
+        )
+
+
+# Per first layer of a stack: each stack's packed weights and the parameters they were
+# packed from. Weak keys: a model's packed weights go with its layers.
+_Stack = tuple[int, ...]  # the ids of a stack's layers
+_SHARED: weakref.WeakKeyDictionary[nn.Linear, dict[_Stack, tuple[list[_Stamp], _Packed]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _shared_pack(layers: tuple[nn.Linear, ...]) -> _Packed:
+    """:func:`_pack` of ``layers``, reusing the packed weights of an earlier decode while
+    every layer holds the same parameters unchanged: the same tensors, storage and
+    version counter (an optimiser step, ``load_state_dict`` or any in-place write bumps
+    it; ``.to()`` makes new tensors): repacking every weight showed in a short decode's
+    profile."""
+    params = [t for layer in layers for t in (layer.weight, layer.bias) if t is not None]
+    if any(t.is_inference() for t in params):  # no version counter to tell a change
+        return _pack(layers)
+    stacks = _SHARED.setdefault(layers[0], {})
+    key = tuple(id(layer) for layer in layers)
+    found = stacks.get(key)
+    if found is not None and len(found[0]) == len(params):
+        if all(stamp.holds(t) for stamp, t in zip(found[0], params, strict=True)):
+            return found[1]
+    packed = _pack(layers)
+    stacks[key] = ([_Stamp.of(t) for t in params], packed)
+    return packed
 
 
 def _pack(layers: tuple[nn.Linear, ...]) -> _Packed:
