@@ -182,3 +182,20 @@ def test_a_new_decode_reuses_the_packed_weights_until_they_change(
         reference = F.linear(x.double(), layer.weight.double(), _double(layer.bias))
         torch.testing.assert_close(out.double(), reference, atol=1e-5, rtol=1e-5)
     assert len(packs) == 4
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "mkldnn-off"])
+def test_a_bound_product_with_relu_is_the_relu_of_the_product(
+    monkeypatch: pytest.MonkeyPatch, packed: bool
+) -> None:
+    """The feed-forward layer's relu applied by oneDNN as it writes the product: bit for
+    bit ``F.relu`` of the product (and ``F.relu(F.linear)`` where nothing is packed)."""
+    monkeypatch.setattr(torch.backends.mkldnn, "enabled", packed)
+    layer = _layer(32, 64)
+    x = torch.randn(5, 1, 32)
+    with torch.no_grad():
+        linears = PackedLinears()
+        fused = linears.bind(layer, x, relu=True)(x)
+        product = linears.bind(layer, x)(x)
+    assert (fused >= 0).all() and bool((product < 0).any())
+    assert torch.equal(fused, F.relu(product))
