@@ -201,6 +201,8 @@ class _LeanDecoder:
         self.final = None if decoder.norm is None else _Norm.of(decoder.norm)
         self._layers: list[_Layer] = []
         self._bound_for: bool | None = None  # autograd on when the blocks were bound
+        heads = {(b.self_attn.num_kv_heads, b.self_attn.head_dim) for b in self.blocks}
+        self.same_heads = len(heads) == 1
 
     def layers(self, x: Tensor, linears: PackedLinears) -> list[_Layer]:
         """The blocks bound for steps whose rows are like ``x`` (bound again only should
@@ -222,6 +224,9 @@ class _LeanDecoder:
         memory_padding = cache.memory_mask(padding)
         x = inputs if self.decoder.absolute is None else self.decoder.absolute(inputs, offset)
         layers = self.layers(x, cache.linears)
+        if offset == 0 and cache.capacity is not None and not cache.layers and self.same_heads:
+            own = layers[0].own  # every layer's self-attention caches in one buffer
+            cache.allocate(len(layers), x.new_empty(x.shape[0], own.kv_heads, 1, own.dim))
         memories = encoded.memories
         # One new position per row with room left: the self-attention caches' cheap write.
         room = ids.shape[1] == 1 and cache.capacity is not None and offset < cache.capacity
