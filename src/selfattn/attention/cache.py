@@ -281,9 +281,7 @@ class DecoderCache:
             self.memory_padding = padding if bool(padding.any()) else None
         return self.memory_padding
 
-    def reorder(
-        self, index: Tensor, *, memory: bool = True, moved: RowMoves | None = None
-    ) -> None:
+    def reorder(self, index: Tensor, *, memory: bool = True, moved: RowMoves | None = None) -> None:
         """Keep batch rows ``index`` in every layer's caches.
 
         Args:

@@ -197,9 +197,12 @@ def _shared_pack(layers: tuple[nn.Linear, ...]) -> _Packed:
     stacks = _SHARED.setdefault(layers[0], {})
     key = tuple(id(layer) for layer in layers)
     found = stacks.get(key)
-    if found is not None and len(found[0]) == len(params):
-        if all(stamp.holds(t) for stamp, t in zip(found[0], params, strict=True)):
-            return found[1]
+    if (
+        found is not None
+        and len(found[0]) == len(params)
+        and all(stamp.holds(t) for stamp, t in zip(found[0], params, strict=True))
+    ):
+        return found[1]
     packed = _pack(layers)
     stacks[key] = ([_Stamp.of(t) for t in params], packed)
     return packed
