@@ -225,8 +225,8 @@ class _LeanDecoder:
         x = inputs if self.decoder.absolute is None else self.decoder.absolute(inputs, offset)
         layers = self.layers(x, cache.linears)
         if offset == 0 and cache.capacity is not None and not cache.layers and self.same_heads:
-            own = layers[0].own  # every layer's self-attention caches in one buffer
-            cache.allocate(len(layers), x.new_empty(x.shape[0], own.kv_heads, 1, own.dim))
+            heads = layers[0].own  # every layer's self-attention caches in one buffer
+            cache.allocate(len(layers), x.new_empty(x.shape[0], heads.kv_heads, 1, heads.dim))
         memories = encoded.memories
         # One new position per row with room left: the self-attention caches' cheap write.
         room = ids.shape[1] == 1 and cache.capacity is not None and offset < cache.capacity
