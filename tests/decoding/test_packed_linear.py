@@ -107,14 +107,7 @@ def test_packed_decoding_decodes_what_the_plain_layers_decode(
     rounding."""
     model = make_model("vocab", "sinusoidal")
     encoded, num_extended = make_batch(model, batch=batch)
-    packs = []
-    real = packed_linear._pack
-
-    def counted(layers: tuple[nn.Linear, ...]) -> object:
-        packs.append(layers)
-        return real(layers)
-
-    monkeypatch.setattr(packed_linear, "_pack", counted)
+    packs = _count_packs(monkeypatch)
 
     def decode() -> object:
         if search == "greedy":
@@ -143,6 +136,19 @@ def test_packed_decoding_decodes_what_the_plain_layers_decode(
     torch.testing.assert_close(packed.log_prob, plain.log_prob, atol=1e-5, rtol=1e-5)  # type: ignore[attr-defined]
 
 
+def _count_packs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[nn.Linear, ...]]:
+    """The layers of every weight packed from now on (``packed_linear._pack`` counted)."""
+    packs: list[tuple[nn.Linear, ...]] = []
+    real = packed_linear._pack
+
+    def counted(layers: tuple[nn.Linear, ...]) -> object:
+        packs.append(layers)
+        return real(layers)
+
+    monkeypatch.setattr(packed_linear, "_pack", counted)
+    return packs
+
+
 def _ids(layers: tuple[nn.Linear, ...]) -> tuple[int, ...]:
     return tuple(id(layer) for layer in layers)
 
@@ -155,14 +161,7 @@ def test_a_new_decode_reuses_the_packed_weights_until_they_change(
     step) or replaced, so no decode reads a stale weight."""
     layer = _layer(32, 64)
     x = torch.randn(3, 32)
-    packs = []
-    real = packed_linear._pack
-
-    def counted(layers: tuple[nn.Linear, ...]) -> object:
-        packs.append(layers)
-        return real(layers)
-
-    monkeypatch.setattr(packed_linear, "_pack", counted)
+    packs = _count_packs(monkeypatch)
 
     def decode_product() -> torch.Tensor:
         with torch.no_grad():
