@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from selfattn.attention.cache import RowMoves
+from selfattn.decoding import beam as beam_module
 from selfattn.decoding import beam_search, greedy, length_penalty_factor, repeated_ngrams
 from selfattn.models.seq2seq import NUM_SPECIALS
 
@@ -153,3 +155,43 @@ def test_ngram_blocking_keeps_every_ngram_unique(make_model, make_batch, n: int)
             assert not repeats(h.tokens), h.tokens
             # min_len is met whenever the vocabulary allows it (8 symbols + UNK for n = 1)
             assert len(h.tokens) >= 6
+
+
+def test_each_parent_keeps_its_row_for_its_first_hypothesis() -> None:
+    """Example 0's best hypotheses come from rows 1, 1, 0, 3 and example 1's from 5, 5, 5,
+    4: the first child of each parent stays in its parent's row, the others go to the
+    rows no hypothesis continues (2; 6 and 7), copied from their parents, which stay."""
+    order, moved = beam_module._in_parent_rows([[1, 1, 0, 3], [5, 5, 5, 4]], 4)
+    assert order.tolist() == [2, 0, 1, 3, 7, 4, 5, 6]
+    assert moved.rows.tolist() == [2, 6, 7] and moved.sources.tolist() == [1, 5, 5]
+    assert moved.any
+    order, moved = beam_module._in_parent_rows([[2, 0, 1]], 3)  # ranks change, rows do not
+    assert order.tolist() == [1, 2, 0] and not moved.any
+
+
+@pytest.mark.parametrize("output", ["vocab", "copy"])
+def test_beams_in_their_parents_rows_search_as_best_first_rows(
+    make_model, make_batch, monkeypatch: pytest.MonkeyPatch, output: str
+) -> None:
+    """Beam search with each hypothesis in its parent's row decodes bit for bit what it
+    decodes with the K rows of an example in rank order (every row moved that changed)."""
+    model = make_model(output)
+    encoded, num_extended = make_batch(model, batch=4)
+
+    def search() -> object:
+        return beam_search(
+            model, encoded, beam_size=3, max_len=10, num_extended=num_extended, nbest=True
+        )
+
+    placed = search()
+
+    def best_first(parents: list[list[int]], k: int) -> tuple[torch.Tensor, RowMoves]:
+        index = torch.tensor(parents).view(-1)
+        return torch.arange(index.numel()), RowMoves.of(index)
+
+    monkeypatch.setattr(beam_module, "_in_parent_rows", best_first)
+    ranked = search()
+    for field in ("tokens", "nbest"):
+        assert getattr(placed, field) == getattr(ranked, field)
+    for field in ("log_prob", "score", "step_log_probs", "finished"):
+        assert torch.equal(getattr(placed, field), getattr(ranked, field))

@@ -107,14 +107,7 @@ def test_packed_decoding_decodes_what_the_plain_layers_decode(
     rounding."""
     model = make_model("vocab", "sinusoidal")
     encoded, num_extended = make_batch(model, batch=batch)
-    packs = []
-    real = packed_linear._pack
-
-    def counted(layers: tuple[nn.Linear, ...]) -> object:
-        packs.append(layers)
-        return real(layers)
-
-    monkeypatch.setattr(packed_linear, "_pack", counted)
+    packs = _count_packs(monkeypatch)
 
     def decode() -> object:
         if search == "greedy":
@@ -143,5 +136,67 @@ def test_packed_decoding_decodes_what_the_plain_layers_decode(
     torch.testing.assert_close(packed.log_prob, plain.log_prob, atol=1e-5, rtol=1e-5)  # type: ignore[attr-defined]
 
 
+def _count_packs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[nn.Linear, ...]]:
+    """The layers of every weight packed from now on (``packed_linear._pack`` counted)."""
+    packs: list[tuple[nn.Linear, ...]] = []
+    real = packed_linear._pack
+
+    def counted(layers: tuple[nn.Linear, ...]) -> object:
+        packs.append(layers)
+        return real(layers)
+
+    monkeypatch.setattr(packed_linear, "_pack", counted)
+    return packs
+
+
 def _ids(layers: tuple[nn.Linear, ...]) -> tuple[int, ...]:
     return tuple(id(layer) for layer in layers)
+
+
+def test_every_decode_packs_afresh_so_no_write_leaves_a_stale_weight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each decode has its own :class:`PackedLinears` and packs the layer's weight again,
+    so every write is seen by the next decode: in place under ``no_grad`` (an optimiser
+    step), replaced, and through ``param.data``, which a version counter does not see."""
+    layer = _layer(32, 64)
+    x = torch.randn(3, 32)
+    packs = _count_packs(monkeypatch)
+
+    def decode_product() -> torch.Tensor:
+        with torch.no_grad():
+            return PackedLinears()(layer, x)
+
+    first, again = decode_product(), decode_product()
+    assert len(packs) == 2 and torch.equal(first, again)
+    for change in ("in place", "bias in place", "replaced", "through .data"):
+        with torch.no_grad():
+            if change == "in place":
+                layer.weight.mul_(2.0)
+            elif change == "bias in place":
+                layer.bias.add_(1.0)
+            elif change == "replaced":
+                layer.weight = nn.Parameter(torch.randn(64, 32), requires_grad=False)
+            else:
+                layer.weight.data.mul_(-1.0)
+        out = decode_product()
+        reference = F.linear(x.double(), layer.weight.double(), _double(layer.bias))
+        torch.testing.assert_close(out.double(), reference, atol=1e-5, rtol=1e-5)
+    assert len(packs) == 6
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "mkldnn-off"])
+def test_a_bound_product_with_relu_is_the_relu_of_the_product(
+    monkeypatch: pytest.MonkeyPatch, packed: bool
+) -> None:
+    """The feed-forward layer's relu applied by oneDNN as it writes the product: bit for
+    bit ``F.relu`` of the product (and ``F.relu(F.linear)`` where nothing is packed)."""
+    monkeypatch.setattr(torch.backends.mkldnn, "enabled", packed)
+    layer = _layer(32, 64)
+    x = torch.randn(5, 1, 32)
+    with torch.no_grad():
+        linears = PackedLinears()
+        fused = linears.bind(layer, x, relu=True)(x)
+        product = linears.bind(layer, x)(x)
+    assert (fused >= 0).all() and bool((product < 0).any())
+    assert torch.equal(fused, F.relu(product))

@@ -82,6 +82,36 @@ def test_reorder_moves_rows_in_place_as_a_selection_would() -> None:
     assert cache.key.untyped_storage().data_ptr() != buffer  # type: ignore[union-attr]
 
 
+def test_caches_allocated_together_move_every_layers_rows_in_one_buffer() -> None:
+    """:meth:`DecoderCache.allocate`: every layer's self-attention buffers are views of one
+    buffer, which a beam reorder (same rows, memory kept) rewrites at once, holding
+    exactly what selecting each layer's rows gives; a reorder that drops rows gives each
+    layer its own buffers again, still right."""
+    generator = torch.Generator().manual_seed(0)
+    cache = DecoderCache(capacity=6)
+    cache.allocate(3, torch.zeros(4, 2, 1, 5))
+    shape = (4, 2, 3, 5)
+    expected = []
+    for index in range(3):
+        keys, values = torch.randn(shape, generator=generator), torch.randn(shape)
+        cache.layer(index)[0].append(keys, values)
+        expected.append((keys, values))
+    slab = cache.layers[0][0].key.untyped_storage().data_ptr()  # type: ignore[union-attr]
+    for order in ([1, 1, 0, 3], [2, 0, 1, 3], [3, 3, 3, 3]):
+        rows = torch.tensor(order)
+        cache.reorder(rows, memory=False)
+        expected = [(keys[rows], values[rows]) for keys, values in expected]
+        for (own, _), (keys, values) in zip(cache.layers, expected, strict=True):
+            assert torch.equal(own.key, keys) and torch.equal(own.value, values)
+            assert own.key.untyped_storage().data_ptr() == slab  # type: ignore[union-attr]
+    rows = torch.tensor([2, 0])
+    cache.reorder(rows, memory=False)
+    for (own, _), (keys, values) in zip(cache.layers, expected, strict=True):
+        assert torch.equal(own.key, keys[rows]) and torch.equal(own.value, values[rows])
+    with pytest.raises(ValueError, match="capacity"):
+        DecoderCache().allocate(1, torch.zeros(1, 1, 1, 1))
+
+
 def test_reorder_without_memory_keeps_the_cross_attention_caches() -> None:
     """Beams re-ranked within their example read the same source: moving only the
     self-attention rows gives the result of moving everything."""

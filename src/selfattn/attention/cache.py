@@ -243,6 +243,21 @@ class DecoderCache:
     vocab_weight: Tensor | None = field(default=None, repr=False)
     linears: PackedLinears = field(default_factory=PackedLinears, repr=False)
     group: int = 1
+    _slab: Tensor | None = field(default=None, repr=False)
+
+    def allocate(self, num_layers: int, like: Tensor) -> None:
+        """Preallocate the self-attention caches of ``num_layers`` blocks, for keys and
+        values like ``like`` ``(B, Hk, 1, D)``, as views of one buffer ``(B, 2·layers, Hk,
+        capacity, D)``: a beam reorder in place then moves a row's keys and values of every
+        layer by one copy (:meth:`reorder`), not two per layer. Each layer's buffers are
+        laid out as :meth:`KVCache.append` would make them, only further apart."""
+        if self.capacity is None:
+            raise ValueError("allocate needs a capacity")
+        rows, heads, _, dim = like.shape
+        self._slab = like.new_empty((rows, 2 * num_layers, heads, self.capacity, dim))
+        for index in range(num_layers):
+            own, _ = self.layer(index)
+            own._buffers = (self._slab[:, 2 * index], self._slab[:, 2 * index + 1])
 
     def layer(self, index: int) -> tuple[KVCache, KVCache]:
         """The caches of block application ``index``, created empty on first use."""
@@ -266,7 +281,7 @@ class DecoderCache:
             self.memory_padding = padding if bool(padding.any()) else None
         return self.memory_padding
 
-    def reorder(self, index: Tensor, *, memory: bool = True) -> None:
+    def reorder(self, index: Tensor, *, memory: bool = True, moved: RowMoves | None = None) -> None:
         """Keep batch rows ``index`` in every layer's caches.
 
         Args:
@@ -275,9 +290,19 @@ class DecoderCache:
                 the source of the row it replaces (beams re-ranked within their example),
                 so the memory's rows are already right. With ``group`` > 1, ``index`` keeps
                 groups whole: the rows of new group j all come from one old group.
+            moved: the rows of ``index`` that change (:class:`RowMoves`), when the caller
+                knows them already (beam search places its beams so: no search for them).
         """
         # Found once for every layer (each self-attention cache holds the same rows).
-        moved = RowMoves.of(index) if index.device.type == "cpu" else None
+        if moved is None and index.device.type == "cpu":
+            moved = RowMoves.of(index)
+        slab = self._slab
+        if slab is not None and moved is not None and not memory and _in_place(slab, index):
+            moved.apply(slab.narrow(3, 0, self.layers[0][0].length))  # every layer at once
+            for _, cross_cache in self.layers:
+                cross_cache.reorder_alignment(index)
+            return
+        self._slab = None  # the layers' buffers may be rewritten apart from here on
         if not memory:
             for self_cache, cross_cache in self.layers:
                 self_cache.reorder(index, moved)

@@ -71,7 +71,9 @@ class PackedLinears:
     """The packed weights of the linear layers one decode has used (made on first use).
 
     A decode's weights do not change, so each layer's weight is packed once; a new decode
-    (a new :class:`~selfattn.attention.cache.DecoderCache`) packs afresh.
+    (a new :class:`~selfattn.attention.cache.DecoderCache`) packs afresh (packed weights
+    kept across decodes could go stale: a write through ``param.data`` does not move a
+    parameter's version counter).
     """
 
     def __init__(self) -> None:
@@ -91,16 +93,20 @@ class PackedLinears:
         :meth:`applies`, else ``F.linear``."""
         return self.bind(layer, x)(x)
 
-    def bind(self, layer: nn.Linear, x: Tensor) -> Projection:
+    def bind(self, layer: nn.Linear, x: Tensor, *, relu: bool = False) -> Projection:
         """``lambda t: self(layer, t)`` for the inputs of this decode's steps while they are
         like ``x`` (the same device, dtype and autograd state): the product
-        :meth:`__call__` would choose, chosen now, so a step pays no checks per product."""
+        :meth:`__call__` would choose, chosen now, so a step pays no checks per product.
+        ``relu``: ``F.relu`` of it, which oneDNN applies as it writes the product (relu
+        only clamps, so the numbers are the same; one operation a call fewer)."""
         if not self.applies(x, layer.weight):
-            return partial(F.linear, weight=layer.weight, bias=layer.bias)
+            linear = partial(F.linear, weight=layer.weight, bias=layer.bias)
+            return partial(_relu_of, product=linear) if relu else linear
         entry = self._packed.get(layer)
         if entry is None:
             entry = self._packed[layer] = _pack((layer,))
-        return partial(_packed_product, weight=entry.weight, bias=entry.bias)
+        attr = "relu" if relu else "none"
+        return partial(_packed_product, weight=entry.weight, bias=entry.bias, attr=attr)
 
     def stacked(self, layers: tuple[nn.Linear, ...], x: Tensor) -> tuple[Tensor, ...]:
         """``tuple(layer(x) for layer in layers)`` for layers that read the same input (a
@@ -123,15 +129,20 @@ class PackedLinears:
 _LINEAR = torch.ops.mkldnn._linear_pointwise.default if _AVAILABLE else None
 
 
-def _packed_product(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """``x @ W.T + b`` by oneDNN, ``weight`` packed by :func:`_pack`."""
+def _packed_product(x: Tensor, weight: Tensor, bias: Tensor | None, attr: str = "none") -> Tensor:
+    """``x @ W.T + b`` by oneDNN, ``weight`` packed by :func:`_pack`; ``attr`` ``"relu"``:
+    its relu."""
     assert _LINEAR is not None
-    return _LINEAR(x, weight, bias, "none", [], "")
+    return _LINEAR(x, weight, bias, attr, [], "")
+
+
+def _relu_of(x: Tensor, product: Projection) -> Tensor:
+    return F.relu(product(x))
 
 
 def _split(x: Tensor, product: Projection, sizes: list[int]) -> tuple[Tensor, ...]:
     """``product(x)`` split into the stacked layers' outputs."""
-    return product(x).split(sizes, dim=-1)
+    return torch.split_with_sizes(product(x), sizes, dim=-1)  # no Tensor.split wrapper
 
 
 def _each(x: Tensor, layers: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:

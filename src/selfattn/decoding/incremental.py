@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from selfattn.attention.cache import DecoderCache
+from selfattn.attention.cache import DecoderCache, RowMoves
 from selfattn.decoding.lean import lean_step
 from selfattn.models.encoder_decoder import DecodingState, EncoderDecoder
 from selfattn.models.seq2seq_outputs import EncodedSource
@@ -124,7 +124,9 @@ class IncrementalDecoder:
         self._length += 1
         self._inputs[:, self._length] = tokens
 
-    def select(self, index: Tensor, *, same_sources: bool = False) -> None:
+    def select(
+        self, index: Tensor, *, same_sources: bool = False, moved: RowMoves | None = None
+    ) -> None:
         """Keep rows ``index`` ``(R',)`` (long): repeat, reorder or drop rows everywhere.
 
         Args:
@@ -132,9 +134,17 @@ class IncrementalDecoder:
             same_sources: every kept row reads the source of the row it replaces (beams
                 re-ranked within their example): the sources and the cross-attention
                 caches stay as they are.
+            moved: ``index`` keeps every row (R' = R, on the CPU) and these are the rows
+                that change (:class:`~selfattn.attention.cache.RowMoves`): only they are
+                rewritten, in place, here and in the cache.
         """
-        self._inputs = self._inputs.index_select(0, index)
+        if moved is None:
+            self._inputs = self._inputs.index_select(0, index)
+        else:
+            moved.apply(self._inputs)
         if not same_sources:
             self.encoded = self.encoded.index_select(index)
-        if self.cache is not None:
+        if isinstance(self.cache, DecoderCache):
+            self.cache.reorder(index, memory=not same_sources, moved=moved)
+        elif self.cache is not None:
             self.cache.reorder(index, memory=not same_sources)

@@ -164,13 +164,16 @@ class _Layer(NamedTuple):
     ff_in: Projection
     ff_gate: Projection | None
     ff_out: Projection
-    activation: Callable[[Tensor], Tensor]
+    activation: Callable[[Tensor], Tensor] | None  # None: ``ff_in`` applies it (relu)
 
 
 def _bind(block: DecoderBlock, linears: PackedLinears, x: Tensor) -> _Layer:
     """``block``'s settings and products for steps whose rows are like ``x``."""
     own, cross = block.self_attn, block.cross_attn
     ff = block.feedforward
+    activation = ff.activation.function
+    # An ungated relu goes into the product's own output (oneDNN's relu post-op).
+    fused = ff.gate_proj is None and activation in (F.relu, torch.relu)
     return _Layer(
         pre=bool(block.config.norm_first),
         norms=(_Norm.of(block.norm1), _Norm.of(block.norm2), _Norm.of(block.norm3)),
@@ -180,10 +183,10 @@ def _bind(block: DecoderBlock, linears: PackedLinears, x: Tensor) -> _Layer:
         own_out=linears.bind(own.out_proj, x),
         cross_query=linears.bind(cross.q_proj, x),
         cross_out=linears.bind(cross.out_proj, x),
-        ff_in=linears.bind(ff.in_proj, x),
+        ff_in=linears.bind(ff.in_proj, x, relu=fused),
         ff_gate=None if ff.gate_proj is None else linears.bind(ff.gate_proj, x),
         ff_out=linears.bind(ff.out_proj, x),
-        activation=ff.activation.function,
+        activation=None if fused else activation,
     )
 
 
@@ -198,6 +201,8 @@ class _LeanDecoder:
         self.final = None if decoder.norm is None else _Norm.of(decoder.norm)
         self._layers: list[_Layer] = []
         self._bound_for: bool | None = None  # autograd on when the blocks were bound
+        heads = {(b.self_attn.num_kv_heads, b.self_attn.head_dim) for b in self.blocks}
+        self.same_heads = len(heads) == 1
 
     def layers(self, x: Tensor, linears: PackedLinears) -> list[_Layer]:
         """The blocks bound for steps whose rows are like ``x`` (bound again only should
@@ -219,6 +224,9 @@ class _LeanDecoder:
         memory_padding = cache.memory_mask(padding)
         x = inputs if self.decoder.absolute is None else self.decoder.absolute(inputs, offset)
         layers = self.layers(x, cache.linears)
+        if offset == 0 and cache.capacity is not None and not cache.layers and self.same_heads:
+            heads = layers[0].own  # every layer's self-attention caches in one buffer
+            cache.allocate(len(layers), x.new_empty(x.shape[0], heads.kv_heads, 1, heads.dim))
         memories = encoded.memories
         # One new position per row with room left: the self-attention caches' cheap write.
         room = ids.shape[1] == 1 and cache.capacity is not None and offset < cache.capacity
@@ -235,7 +243,9 @@ class _LeanDecoder:
             attended = _cross_attention(layer, h, memory, memory_padding, cross, group)
             x = x + attended if pre else norm2(x + attended)
             h = norm3(x) if pre else x
-            hidden = layer.activation(layer.ff_in(h))
+            hidden = layer.ff_in(h)
+            if layer.activation is not None:
+                hidden = layer.activation(hidden)
             if layer.ff_gate is not None:
                 hidden = hidden * layer.ff_gate(h)
             transformed = layer.ff_out(hidden)
