@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from selfattn.runs.table import read_run
+
 FLAGS = {"greedy": ["--greedy"], "nat": ["--nat"]}
 
 
@@ -37,21 +39,17 @@ def decoding_flags(name: str) -> list[str]:
 
 
 def training(run: Path) -> dict[str, float]:
-    """What the run's training cost and reached, from its metrics.jsonl: epochs, optimizer
-    steps, the epochs' seconds added up (as minutes), the best epoch and its dev accuracy."""
-    path = run / "metrics.jsonl"
-    try:
-        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: not a trained run's metrics ({err})") from None
-    epochs = [line for line in lines if isinstance(line, dict) and "epoch" in line]
-    if not epochs:
-        raise ValueError(f"{path}: no epoch was scored")
-    best = max(epochs, key=lambda line: line.get("dev_accuracy", float("-inf")))
+    """What the run's training cost and reached, as ``selfattn runs`` reads it: epochs,
+    optimizer steps, the epochs' seconds added up (as minutes), the best epoch and its dev
+    accuracy."""
+    record = read_run(run)
+    best = record.best
+    if record.problem is not None or best is None:
+        raise ValueError(f"{run}: not a finished run ({record.problem or 'no epoch scored'})")
     return {
-        "epochs": epochs[-1]["epoch"],
-        "steps": epochs[-1]["step"],
-        "train_minutes": round(sum(line.get("seconds", 0.0) for line in epochs) / 60, 1),
+        "epochs": len(record.lines),
+        "steps": record.lines[-1]["step"],
+        "train_minutes": round(record.seconds / 60, 1),
         "best_epoch": best["epoch"],
         "dev_accuracy": best.get("dev_accuracy", float("nan")),
     }
