@@ -197,7 +197,7 @@ def plan(
             raise ValueError(f"--set {override}: the seeds are given by --seeds")
         if key in fields:
             raise ValueError(f"--set {override}: {key} is also a --grid field")
-    first = load_config(paths[0], list(sets))
+    first, *_ = [load_config(path, list(sets)) for path in paths]  # each file's errors
     out = Path(out) if out is not None else first.run_dir.with_name(first.run_dir.name + "-sweep")
     seeds = list(seeds) if seeds is not None else [first.train.seed]
     sweep = Sweep(paths, axes, seeds, list(sets), out)
