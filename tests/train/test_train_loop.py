@@ -379,6 +379,24 @@ def test_early_stopping(tmp_path: Path) -> None:
     assert again.stopped_early and len(again.history) == 3
 
 
+def test_max_steps_below_the_epochs_takes_exactly_its_steps_and_the_schedule_ends_there(
+    tmp_path: Path,
+) -> None:
+    # How equal budgets over training sets of different sizes are set (train.epochs large
+    # enough for the smallest set, train.max_steps the budget): 100 epochs of 6 steps
+    # would be 600; 15 end in epoch 3 (6 + 6 + 3), which is still scored on dev, and the
+    # linear decay reaches 0 at step 15, not 600.
+    config = _config(tmp_path / "run", epochs=100, max_steps=15, warmup_steps=0)
+    config = replace(config, train=replace(config.train, schedule="linear"))
+    result = _run(config)
+    assert [line["step"] for line in result.history] == [6, 12, 15]
+    assert "dev_accuracy" in result.history[-1]
+    assert result.history[0]["lr"] == pytest.approx(1e-2 * (1 - 6 / 15))
+    assert result.history[-1]["lr"] == 0.0
+    again = _run(config, resume=True)  # a run that took its steps is finished
+    assert [line["step"] for line in again.history] == [6, 12, 15]
+
+
 def test_run_dir_is_not_silently_overwritten(tmp_path: Path) -> None:
     config = _config(tmp_path / "run", epochs=1)
     _run(config)

@@ -1,7 +1,8 @@
-"""``selfattn sweep CONFIG --grid section.field=v1,v2 --seeds 0,1,2 [--jobs N]``: every
-combination × seed trained as its own run, N at a time, resumable, then a table of mean ±
-standard deviation over seeds and a plot (:mod:`selfattn.runs.sweep_grid`,
-:mod:`selfattn.runs.sweep_workers`, :mod:`selfattn.runs.sweep_summary`)."""
+"""``selfattn sweep CONFIG [CONFIG …] --grid section.field=v1,v2 --seeds 0,1,2 [--jobs N]``:
+every combination × seed (× config, when several are given) trained as its own run, N at a
+time, resumable, then a table of mean ± standard deviation over seeds and a plot
+(:mod:`selfattn.runs.sweep_grid`, :mod:`selfattn.runs.sweep_workers`,
+:mod:`selfattn.runs.sweep_summary`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,14 @@ from selfattn.runs.sweep_workers import Outcome, Runner
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``selfattn sweep``."""
-    parser.add_argument("config", type=Path, help="a TOML file, e.g. configs/sentiment_rt.toml")
+    parser.add_argument(
+        "configs",
+        type=Path,
+        nargs="+",
+        metavar="CONFIG",
+        help="a TOML file, e.g. configs/sentiment_rt.toml; several make one more axis of "
+        "the grid, config (each file's name without .toml), the first of every combination",
+    )
     parser.add_argument(
         "--grid",
         action="append",
@@ -32,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seeds",
         metavar="S1,S2,…",
-        help="train.seed of each run of a combination (default: the config's seed)",
+        help="train.seed of each run of a combination (default: the seed of the (first) config)",
     )
     parser.add_argument(
         "--jobs",
@@ -48,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="DIR",
         help="the sweep's folder: a run folder per combination and seed, logs/, "
-        "sweep.json, summary.json, sweep.png (default: the config's run_dir + -sweep)",
+        "sweep.json, summary.json, sweep.png (default: the first config's run_dir + -sweep)",
     )
 
 
@@ -56,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     """Plan (every refusal happens here, before any run starts), run, summarise; exit
     status 1 when a run failed."""
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    sweep = plan(args.config, args.grid, seeds, args.overrides, args.output, args.jobs)
+    sweep = plan(args.configs, args.grid, seeds, args.overrides, args.output, args.jobs)
     combinations = len({member.combination for member in sweep.members})
     print(
         f"sweep {sweep.out}: {plural(combinations, 'combination')} × "

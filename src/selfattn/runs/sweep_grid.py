@@ -2,8 +2,9 @@
 validated, and the members named (one run folder each under the sweep's folder), before
 anything is trained or written. Every combination is validated with the config loader
 (field names, types, ranges, what the architecture reads) before any member starts;
-``OUT/sweep.json`` records the config the sweep was started with, and a folder holding
-the runs of another config is refused.
+``OUT/sweep.json`` records the fields each config shared when the sweep was started, and a
+folder holding the runs of another config is refused. Several configs make one more axis
+of the grid, ``config`` (each file's stem), the first of every combination.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from selfattn.tasks.run import check_before_loading
 from selfattn.train.run_dir import HARMLESS_CHANGES
 
 SWEEP_FILE = "sweep.json"
+#: The axis of the configs' stems when a sweep has several configs.
+CONFIG_AXIS = "config"
 #: Fields that may differ between a sweep's runs and its record without making them
 #: another config's (how a run is executed, not what it trains).
 EXECUTION_FIELDS = ("run_dir", "train.threads", "train.device", *HARMLESS_CHANGES)
@@ -51,6 +54,7 @@ class Member:
     overrides: list[str]
     run_dir: Path
     config: Config
+    config_path: Path
 
     @property
     def combination(self) -> tuple[str, ...]:
@@ -59,20 +63,37 @@ class Member:
 
 @dataclass
 class Sweep:
-    """A validated sweep, ready to run."""
+    """A validated sweep, ready to run: ``axes`` are the ``--grid`` fields, ``columns``
+    the values that name a combination (the ``config`` axis first when there are
+    several configs)."""
 
-    config_path: Path
+    config_paths: list[Path]
     axes: list[GridAxis]
     seeds: list[int]
     sets: list[str]
     out: Path
     members: list[Member] = field(default_factory=list)
 
+    @property
+    def columns(self) -> list[GridAxis]:
+        if len(self.config_paths) == 1:
+            return list(self.axes)
+        return [GridAxis(CONFIG_AXIS, tuple(p.stem for p in self.config_paths)), *self.axes]
+
+    def bases(self) -> dict[str, dict[str, Any]]:
+        """Each config's stem → the fields all its members share."""
+        firsts = {m.config_path.stem: m.config for m in reversed(self.members)}
+        return {stem: shared_fields(firsts[stem], self.axes) for stem in self.configs()}
+
+    def configs(self) -> dict[str, str]:
+        return {path.stem: str(path) for path in self.config_paths}
+
     def record(self) -> dict[str, Any]:
-        """What ``sweep.json`` holds: the config every member shares and the grid."""
+        """What ``sweep.json`` holds: each config and the fields its members share, the
+        grid, the seeds and the members."""
         return {
-            "config": str(self.config_path),
-            "base": shared_fields(self.members[0].config, self.axes),
+            "configs": self.configs(),
+            "bases": self.bases(),
             "grid": {axis.field: list(axis.values) for axis in self.axes},
             "seeds": self.seeds,
             "sets": self.sets,
@@ -138,21 +159,25 @@ def member_name(values: dict[str, str], axes: Sequence[GridAxis], seed: int) -> 
 
 
 def plan(
-    config_path: Path,
+    config_paths: Path | Sequence[Path],
     grid: Sequence[str],
     seeds: Sequence[int] | None,
     sets: Sequence[str],
     out: Path | None,
     jobs: int,
 ) -> Sweep:
-    """Validate a sweep and name its members; nothing is trained or written.
+    """Validate a sweep of one config or several and name its members; nothing is
+    trained or written. Without ``out``: the first config's ``run_dir`` + ``-sweep``.
 
     Raises:
-        ValueError: one line: a bad ``--grid`` / ``--seeds`` / ``--jobs``, a grid field the
+        ValueError: one line: a bad ``--grid`` / ``--seeds`` / ``--jobs``, a grid field a
             config's architecture does not read or a value of the wrong type (naming the
             combination), a ``--set`` of ``run_dir`` or ``train.seed`` with ``--seeds``,
-            or ``out`` holding the runs of another config.
+            a config given twice or two configs of one stem, or ``out`` holding the runs
+            of another config.
     """
+    paths = [Path(config_paths)] if isinstance(config_paths, str | Path) else list(config_paths)
+    check_configs(paths)
     cores = os.cpu_count() or 1
     if jobs < 1 or jobs > cores:
         raise ValueError(
@@ -172,26 +197,49 @@ def plan(
             raise ValueError(f"--set {override}: the seeds are given by --seeds")
         if key in fields:
             raise ValueError(f"--set {override}: {key} is also a --grid field")
-    base = load_config(config_path, list(sets))
-    out = Path(out) if out is not None else base.run_dir.with_name(base.run_dir.name + "-sweep")
-    seeds = list(seeds) if seeds is not None else [base.train.seed]
-    sweep = Sweep(config_path, axes, seeds, list(sets), out)
-    for combination in itertools.product(*(axis.values for axis in axes)):
-        values = dict(zip(fields, combination, strict=True))
-        for seed in seeds:
-            sweep.members.append(_member(sweep, values, seed))
+    first, *_ = [load_config(path, list(sets)) for path in paths]  # each file's errors
+    out = Path(out) if out is not None else first.run_dir.with_name(first.run_dir.name + "-sweep")
+    seeds = list(seeds) if seeds is not None else [first.train.seed]
+    sweep = Sweep(paths, axes, seeds, list(sets), out)
+    for path in paths:
+        for combination in itertools.product(*(axis.values for axis in axes)):
+            values = dict(zip(fields, combination, strict=True))
+            for seed in seeds:
+                sweep.members.append(_member(sweep, path, values, seed))
     check_folder(sweep)
     return sweep
 
 
-def _member(sweep: Sweep, values: dict[str, str], seed: int) -> Member:
-    name = member_name(values, sweep.axes, seed)
+def check_configs(paths: Sequence[Path]) -> None:
+    """Refuse a config given twice, or two configs of one stem (the stem names their
+    runs).
+
+    Raises:
+        ValueError: one line naming the two files.
+    """
+    seen: dict[str, Path] = {}
+    for path in paths:
+        other = seen.get(path.stem)
+        if other is not None and other.resolve() == path.resolve():
+            raise ValueError(f"{path}: the config is given twice")
+        if other is not None:
+            raise ValueError(
+                f"{other} and {path}: two configs named {path.stem} (a sweep names each "
+                "config's runs by the file's name); rename one"
+            )
+        seen[path.stem] = path
+
+
+def _member(sweep: Sweep, path: Path, values: dict[str, str], seed: int) -> Member:
+    several = len(sweep.config_paths) > 1
+    columns = {CONFIG_AXIS: path.stem, **values} if several else dict(values)
+    name = member_name(columns, sweep.columns, seed)
     run_dir = sweep.out / name
     grid = [f"{key}={value}" for key, value in values.items()]
     overrides = [*sweep.sets, *grid, f"train.seed={seed}", "train.threads=1", f"run_dir={run_dir}"]
-    where = ", ".join([*grid, f"seed {seed}"])
+    where = ", ".join([*([path.stem] if several else []), *grid, f"seed {seed}"])
     try:
-        config = load_config(sweep.config_path, overrides)
+        config = load_config(path, overrides)
         check_before_loading(config)
     except ValueError as error:
         message = re.sub(r" \(from --set [^)]*\)$", "", str(error))
@@ -205,11 +253,12 @@ def _member(sweep: Sweep, values: dict[str, str], seed: int) -> Member:
             or getattr(options, name_in_section) != _coerced(parse_value(value), options, key)
         ):  # a field of another architecture, set to its default, is dropped by the loader
             architecture = config.model.architecture
+            which = f"{path}: " if several else ""
             raise ValueError(
-                f"--grid {key}: architecture {architecture!r} does not read it "
+                f"--grid {key}: {which}architecture {architecture!r} does not read it "
                 f"(selfattn config {architecture} lists the fields it reads)"
             )
-    return Member(name, values, seed, overrides, run_dir, config)
+    return Member(name, columns, seed, overrides, run_dir, config, path)
 
 
 def _coerced(value: Any, options: Any, key: str) -> Any:
@@ -232,7 +281,8 @@ def shared_fields(config: Config, axes: Sequence[GridAxis]) -> dict[str, Any]:
 
 def check_folder(sweep: Sweep) -> None:
     """Refuse an output folder that holds the runs of another config: its ``sweep.json``
-    records other shared fields, or a member's run folder another config.
+    records other shared fields for one of this sweep's configs, or a member's run folder
+    another config.
 
     Raises:
         ValueError: one line naming the folder and the first field that differs.
@@ -241,24 +291,48 @@ def check_folder(sweep: Sweep) -> None:
     if sweep.out.exists() and not sweep.out.is_dir():
         raise ValueError(f"-o {sweep.out}: a file, not a folder")
     if record_path.is_file():
-        try:
-            stored = json.loads(record_path.read_text(encoding="utf-8"))
-            then = stored["base"]
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
-            raise ValueError(f"{record_path}: not a sweep record; choose another -o") from None
-        now = sweep.record()["base"]
-        _refuse_difference(sweep.out, now, then, f"{record_path} was started with")
+        then = stored_bases(record_path)
+        now = sweep.bases()
+        if len(now) == 1 and len(then) == 1:  # one config each: compared whatever its name
+            then = {stem: fields for stem in now for fields in then.values()}
+        several = len(now) > 1
+        for stem, fields in now.items():
+            if stem in then:
+                whose = f"{stem}'s " if several else ""
+                what = f"{record_path} was started with {whose}"
+                _refuse_difference(sweep.out, fields, then[stem], what)
     for member in sweep.members:
         stored_config = member.run_dir / "config.toml"
         if not stored_config.is_file():
             continue
         try:
-            then = shared_fields(load_config(stored_config), [])
+            stored = load_config(stored_config)
         except ValueError as error:
             raise ValueError(f"{stored_config}: {error}; choose another -o") from None
-        then["train.seed"] = load_config(stored_config).train.seed
+        then = {**shared_fields(stored, []), "train.seed": stored.train.seed}
         now = {**shared_fields(member.config, []), "train.seed": member.seed}
-        _refuse_difference(sweep.out, now, then, f"{member.run_dir} holds a run with")
+        _refuse_difference(sweep.out, now, then, f"{member.run_dir} holds a run with ")
+
+
+def stored_bases(record_path: Path) -> dict[str, dict[str, Any]]:
+    """The shared fields of each config a ``sweep.json`` records, by the config's stem
+    (a record of one config, ``config`` and ``base``, as well as ``configs`` and
+    ``bases``).
+
+    Raises:
+        ValueError: the file is not a sweep record.
+    """
+    try:
+        stored = json.loads(record_path.read_text(encoding="utf-8"))
+        if "bases" in stored:
+            bases = stored["bases"]
+        else:
+            bases = {Path(stored["config"]).stem: stored["base"]}
+        if not all(isinstance(fields, dict) for fields in bases.values()):
+            raise TypeError
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        raise ValueError(f"{record_path}: not a sweep record; choose another -o") from None
+    return {str(stem): fields for stem, fields in bases.items()}
 
 
 def _refuse_difference(out: Path, now: dict[str, Any], then: dict[str, Any], what: str) -> None:
@@ -269,7 +343,7 @@ def _refuse_difference(out: Path, now: dict[str, Any], then: dict[str, Any], wha
         key = changed[0]
         more = f" (and {len(changed) - 1} more fields)" if len(changed) > 1 else ""
         raise ValueError(
-            f"{out} holds the runs of another config: {what} {key} = "
+            f"{out} holds the runs of another config: {what}{key} = "
             f"{format_value(then.get(key))}, this sweep has {format_value(now.get(key))}"
             f"{more}; choose another -o folder"
         )

@@ -1,5 +1,6 @@
-"""A sweep's summary: per combination of grid values, every dev and test metric as mean ±
-standard deviation over its seeds, as a text table, ``summary.json`` and a plot."""
+"""A sweep's summary: per combination of grid values (the config first when the sweep has
+several), every dev and test metric as mean ± standard deviation over its seeds, as a text
+table, ``summary.json`` and a plot."""
 
 from __future__ import annotations
 
@@ -139,7 +140,7 @@ def summarise(sweep: Sweep) -> Summary:
             {
                 "values": {
                     axis.field: v
-                    for axis, v in zip(sweep.axes, members[0].combination, strict=True)
+                    for axis, v in zip(sweep.columns, members[0].combination, strict=True)
                 },
                 "runs": runs,
                 "seeds": len(members),
@@ -147,4 +148,4 @@ def summarise(sweep: Sweep) -> Summary:
             }
         )
     order = sorted(names, key=lambda n: (not n.startswith("dev"), n))
-    return Summary(sweep.axes, rows, order, ranked)
+    return Summary(sweep.columns, rows, order, ranked)

@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -45,9 +44,10 @@ class Outcome:
     note: str = ""
 
 
-def member_command(member: Member, config_path: Path, *, resume: bool) -> list[str]:
-    """The ``python -m selfattn train`` command of a member."""
-    command = [sys.executable, "-m", "selfattn", "train", str(config_path), "--no-progress"]
+def member_command(member: Member, *, resume: bool) -> list[str]:
+    """The ``python -m selfattn train`` command of a member (of its config)."""
+    config = str(member.config_path)
+    command = [sys.executable, "-m", "selfattn", "train", config, "--no-progress"]
     for override in member.overrides:
         command += ["--set", override]
     command.append("--resume" if resume else "--overwrite")
@@ -173,7 +173,7 @@ class Runner:
                 self._done(Outcome(member, "scored", note=self._keep_test(member)))
             return None
         resume = manifest.is_file()
-        command = member_command(member, self.sweep.config_path, resume=resume)
+        command = member_command(member, resume=resume)
         log = open(self.logs / f"{member.name}.log", "ab")  # noqa: SIM115 (Job's, closed at its end)
         log.write(f"$ {' '.join(command)}\n".encode())
         log.flush()
