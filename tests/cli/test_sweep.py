@@ -20,6 +20,7 @@ from selfattn.runs.sweep_grid import plan
 from selfattn.runs.table import TEST_FILE, read_run
 
 from ..helpers_cli import one_line_error
+from ..helpers_locks import lock_is_free, locked_by_another
 from ..tiny_runs import write_reviews, write_tiny_config
 
 JOBS = str(min(2, os.cpu_count() or 1))  # --jobs is refused above the core count
@@ -165,6 +166,21 @@ def test_a_folder_of_another_configs_runs_is_refused(
     error = one_line_error(capsys, argv)
     assert f"{out} holds the runs of another config" in error
     assert "train.lr = 0.0010, this sweep has 0.0100" in error
+
+
+def test_a_folder_another_sweep_is_filling_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The same sweep started twice (two terminals, a script run again) would train every
+    # unfinished member twice into the same folders.
+    config = tiny_config(tmp_path)
+    out = tmp_path / "out"
+    argv = ["sweep", str(config), *GRID, "--seeds", "0", "-o", str(out)]
+    with locked_by_another(out):
+        error = one_line_error(capsys, argv)
+    assert f"{out} is in use by a sweep in another process (process 4242)" in error
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing trained or written
+    assert lock_is_free(out)
 
 
 def test_a_folder_may_hold_a_sweep_of_other_fields_of_the_same_config(

@@ -36,6 +36,7 @@ from selfattn.train import (
 from selfattn.train.loop import TrainingInterrupted
 
 from ..conftest import BackendChoice
+from ..helpers_locks import lock_is_free, locked_by_another
 
 VOCAB, LABELS, BATCH, NUM_BATCHES = 24, 3, 8, 6
 SPEC = TaskSpec(task="token", num_labels=LABELS, vocab_size=VOCAB, max_len=16)
@@ -409,6 +410,21 @@ def test_run_dir_is_not_silently_overwritten(tmp_path: Path) -> None:
     other = replace(config, model=replace(config.model, embed_dim=32))
     with pytest.raises(ValueError, match="different model"):
         _run(other, resume=True)
+
+
+def test_one_training_at_a_time_in_a_run_folder(tmp_path: Path) -> None:
+    config = _config(tmp_path / "run", epochs=1)
+    refusal = r"in use by a training in another process \(process 4242\)"
+    with locked_by_another(config.run_dir), pytest.raises(ValueError, match=refusal):
+        _run(config)
+    assert not (config.run_dir / "metrics.jsonl").exists()  # refused before anything was written
+    _run(config)
+    assert lock_is_free(config.run_dir)  # given back when the run ended
+    with pytest.raises(ValueError, match="already holds a run"):
+        _run(config)
+    assert lock_is_free(config.run_dir)  # and when it was refused
+    _run(config, resume=True)
+    assert lock_is_free(config.run_dir)
 
 
 def test_amp_on_cpu_warns_and_trains_in_float32(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 from selfattn.cli.model_cmds import add_set_argument
+from selfattn.folder_lock import held
 from selfattn.messages import plural
-from selfattn.runs.sweep_grid import parse_seeds, plan
+from selfattn.runs.sweep_grid import Sweep, parse_seeds, plan
 from selfattn.runs.sweep_summary import summarise
 from selfattn.runs.sweep_workers import Outcome, Runner
 
@@ -65,6 +66,12 @@ def run(args: argparse.Namespace) -> int:
     status 1 when a run failed."""
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     sweep = plan(args.configs, args.grid, seeds, args.overrides, args.output, args.jobs)
+    sweep.out.mkdir(parents=True, exist_ok=True)
+    with held(sweep.out, "a sweep"):  # the same sweep started twice would train runs twice
+        return _run(sweep, args)
+
+
+def _run(sweep: Sweep, args: argparse.Namespace) -> int:
     combinations = len({member.combination for member in sweep.members})
     print(
         f"sweep {sweep.out}: {plural(combinations, 'combination')} × "

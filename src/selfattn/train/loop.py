@@ -44,6 +44,7 @@ from torch import nn
 
 from selfattn.attention.backends import varying_shapes
 from selfattn.config import Config
+from selfattn.folder_lock import release
 from selfattn.models.spec import TaskSpec
 from selfattn.train.device import autocast_dtype, describe
 from selfattn.train.device import resolve_device as resolve_device  # re-exported
@@ -200,6 +201,8 @@ class Trainer:
         except BaseException:
             self.dist.close(wait=False)  # the other ranks fail at once instead of waiting
             raise
+        finally:
+            release(self.run_dir)  # the folder's lock, taken when the run was claimed
         self.dist.close()
         return result
 

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from selfattn.config import Config, config_to_toml
+from selfattn.folder_lock import hold
 from selfattn.models.checkpointing import enable_activation_checkpointing
 from selfattn.models.spec import TaskSpec
 from selfattn.train.checkpoint import Checkpoint, load_checkpoint, write_atomic
@@ -147,13 +148,15 @@ def start_run(
 
 
 def claim(run_dir: Path, dist: Distributed, *, fresh: bool, overwrite: bool) -> None:
-    """Create ``run_dir`` and, for a ``fresh`` run, claim it (rank 0; its refusal is
-    every rank's): a run folder that is a file or cannot be written is refused in one
-    line before anything is built."""
+    """Create ``run_dir``, lock it (:mod:`selfattn.folder_lock`: one training at a
+    time in a folder) and, for a ``fresh`` run, claim it (rank 0; its refusal is every
+    rank's): a run folder that is a file, cannot be written or is being trained by another
+    process is refused in one line before anything is built."""
     refusal = None
     if dist.is_main():
         try:
             make_run_dir(run_dir)
+            hold(run_dir, "a training")  # given back by Trainer.run, however it ends
             if fresh:
                 claim_run_dir(run_dir, overwrite)
         except ValueError as error:
