@@ -309,9 +309,9 @@ def check_folder(sweep: Sweep) -> None:
             stored = load_config(stored_config)
         except ValueError as error:
             raise ValueError(f"{stored_config}: {error}; choose another -o") from None
-        then = {**shared_fields(stored, []), "train.seed": stored.train.seed}
-        now = {**shared_fields(member.config, []), "train.seed": member.seed}
-        _refuse_difference(sweep.out, now, then, f"{member.run_dir} holds a run with ")
+        ran = {**shared_fields(stored, []), "train.seed": stored.train.seed}
+        runs = {**shared_fields(member.config, []), "train.seed": member.seed}
+        _refuse_difference(sweep.out, runs, ran, f"{member.run_dir} holds a run with ")
 
 
 def stored_bases(record_path: Path) -> dict[str, dict[str, Any]]:
