@@ -8,6 +8,11 @@ Usage::
     python benchmarks/translation_scores.py runs/bible/transformer runs/bible/rnn \
         --decodings greedy,beam5 --jobs 2
     python benchmarks/translation_scores.py NAME=RUN ... --split dev --decodings beam5
+    python benchmarks/translation_scores.py NAME=RUN --split dev --average 3
+
+``--average K`` also scores each run's last K epochs averaged (``selfattn average RUN
+--last K -o RUN-avgK``; the run must have kept them, ``train.keep_epochs >= K``) as a row
+``NAME-avgK`` beside the run's best epoch: checkpoint averaging chosen on dev.
 
 Each decoding is its own `python -m selfattn eval` process at one thread; ``--jobs`` of them
 run at once. A folder that is not a finished run is refused in one line (exit status 2).
@@ -73,6 +78,35 @@ def evaluate(run: Path, decoding: str, args: argparse.Namespace) -> dict[str, fl
     return {**scores, "seconds": round(seconds, 1)}
 
 
+def with_averages(
+    runs: dict[str, Path], results: dict[str, dict[str, Any]], last: int
+) -> tuple[dict[str, Path], dict[str, dict[str, Any]]]:
+    """``runs`` and their rows, each followed by its last ``last`` epochs averaged into
+    ``RUN-avgK`` (``selfattn average``, a folder it wrote before is replaced) as a row
+    ``NAME-avgK`` with the run's training and no dev accuracy of its own.
+
+    Raises:
+        ValueError: ``last`` below 1, or ``selfattn average``'s one-line refusal (a run
+            that kept fewer epoch checkpoints).
+    """
+    if last < 1:
+        raise ValueError(f"--average {last}: give 1 or more epochs")
+    all_runs, all_results = {}, {}
+    for name, run in runs.items():
+        all_runs[name], all_results[name] = run, results[name]
+        out = run.with_name(f"{run.name}-avg{last}")
+        command = [sys.executable, "-m", "selfattn", "average", str(run), "--last", str(last)]
+        done = subprocess.run(
+            [*command, "-o", str(out), "--overwrite"], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ValueError(f"{run}: {said.removeprefix('selfattn average: error: ')}")
+        averaged = {**results[name], "dev_accuracy": None, "best_epoch": f"last {last}"}
+        all_runs[f"{name}-avg{last}"], all_results[f"{name}-avg{last}"] = out, averaged
+    return all_runs, all_results
+
+
 def parse_runs(items: list[str]) -> dict[str, Path]:
     """``NAME=FOLDER`` or ``FOLDER`` (named after it); every folder must hold a run."""
     runs: dict[str, Path] = {}
@@ -99,13 +133,20 @@ def table(results: dict[str, dict[str, Any]], decodings: list[str]) -> str:
             str(found["epochs"]),
             str(found["steps"]),
             f"{found['train_minutes']:.1f}",
-            f"{found['dev_accuracy']:.3f} ({found['best_epoch']})",
+            _dev_accuracy(found),
         ]
         for decoding in decodings:
             scores = found[decoding]
             cells.append(f"{scores.get('bleu', float('nan')):.2f} / {scores.get('chrf', 0):.1f}")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+def _dev_accuracy(found: dict[str, Any]) -> str:
+    """The best epoch's dev accuracy and the epoch, or, for an average, which epochs."""
+    if found["dev_accuracy"] is None:
+        return f"— ({found['best_epoch']} averaged)"
+    return f"{found['dev_accuracy']:.3f} ({found['best_epoch']})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="threads of each eval")
     parser.add_argument("--batch-size", type=int, help="selfattn eval --batch-size")
+    parser.add_argument(
+        "--average",
+        type=int,
+        metavar="K",
+        help="also score each run's last K epochs averaged, as a row NAME-avgK",
+    )
     args = parser.parse_args(argv)
     try:
         runs = parse_runs(args.runs)
@@ -125,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.jobs < 1:
             raise ValueError(f"--jobs {args.jobs}: give 1 or more")
         results = {name: training(run) for name, run in runs.items()}
+        if args.average is not None:
+            runs, results = with_averages(runs, results, args.average)
     except ValueError as err:
         print(f"translation_scores.py: error: {err}", file=sys.stderr)
         return 2

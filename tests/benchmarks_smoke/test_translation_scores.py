@@ -16,14 +16,14 @@ from ..helpers_cli import TINY_MODEL, write_config
 from ..helpers_scripts import load_script
 
 
-def _run(tmp_path: Path, name: str, seed: int) -> Path:
+def _run(tmp_path: Path, name: str, seed: int, keep_epochs: int = 0) -> Path:
     run_dir = tmp_path / name
     config = write_config(
         tmp_path / f"{name}.toml",
         run_dir=run_dir,
         data=reversal_data(tmp_path, 120, 12),
         model={**TINY_MODEL, "embed_dim": 16, "ffn_dim": 32},
-        train={**TRAIN, "epochs": 2, "seed": seed},
+        train={**TRAIN, "epochs": 2, "seed": seed, "keep_epochs": keep_epochs},
     )
     assert main(["train", str(config), "--no-progress"]) == 0
     return run_dir
@@ -52,3 +52,30 @@ def test_two_runs_scored_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixt
     assert script.main([str(tmp_path)]) == 2
     assert "not a run folder" in capsys.readouterr().err
     assert script.main([str(runs["seed1"]), "--decodings", "beam"]) == 2
+
+
+@pytest.mark.slow
+def test_the_last_epochs_averaged_are_scored_beside_the_best(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path, "a", 0, keep_epochs=2)
+    capsys.readouterr()
+    script = load_script("benchmarks/translation_scores.py")
+    assert script.main([f"kept={run}", "--decodings", "greedy", "--average", "2"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    results = json.loads(out[-1])
+    assert list(results) == ["kept", "kept-avg2"]
+    averaged = tmp_path / "a-avg2"
+    assert results["kept-avg2"]["dev_accuracy"] is None
+    assert results["kept-avg2"]["steps"] == results["kept"]["steps"]
+    assert main(["eval", str(averaged), "--split", "test", "--greedy", "--threads", "1"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert results["kept-avg2"]["greedy"]["bleu"] == pytest.approx(alone["bleu"])
+    assert any(line.startswith("| kept-avg2 | ") and "(last 2 averaged)" in line for line in out)
+    # Run again: the average is written anew over the one before.
+    assert script.main([f"kept={run}", "--decodings", "greedy", "--average", "2"]) == 0
+    capsys.readouterr()
+    # A run that kept fewer epochs than asked is refused in one line.
+    assert script.main([f"kept={run}", "--average", "3"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "keep_epochs >= 3" in error
