@@ -7,7 +7,8 @@ and leave a run that is neither. The lock is the operating system's (``flock``):
 away with the process that held it, however that process ended, so a crash never leaves a
 folder locked. The lock file stays (removing it would let a third process lock a new file
 while a second still waits on the old one) and holds the holder's process id, for the
-message. Where ``fcntl`` does not exist (Windows) folders are not locked.
+message. Where ``fcntl`` does not exist (Windows), or the filesystem cannot lock (some
+network mounts), folders are not locked.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def hold(folder: Path, what: str) -> None:
             f"{folder} is in use by {what} in another process (process {holder}); wait for "
             "it to end, or choose another folder"
         ) from None
+    except OSError:  # a filesystem without locks (some network mounts): work unlocked
+        handle.close()
+        return
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")
