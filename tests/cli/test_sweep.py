@@ -84,6 +84,10 @@ def test_every_combination_is_a_run_and_the_table_averages_them(
         keyed = summary["combinations"][f"{values['model.score']}-{values['model.normalizer']}"]
         assert keyed["test_accuracy"]["mean"] == pytest.approx(test["accuracy"])
         assert keyed["dev_accuracy"]["mean"] == pytest.approx(best["dev_accuracy"])
+        # what the run cost, read from its metrics.jsonl: the epochs' seconds added up
+        assert keyed["train_seconds"]["mean"] == pytest.approx(records[name].seconds)
+        assert records[name].seconds > 0
+    assert header.split()[-2:] == ["train", "seconds"]
     timing = summary["timing"]
     assert timing["runs_trained"] == 4
     # two at a time: the wall clock is shorter than the runs' own times added up
@@ -101,7 +105,10 @@ def test_running_it_again_skips_the_finished_runs(
     assert captured.err.count(": skipped") == 4
     assert captured.out == table
     assert "trained in" not in captured.err  # nothing trained: no timing line
-    assert json.loads((out / "summary.json").read_text())["timing"]["runs_trained"] == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["timing"]["runs_trained"] == 0
+    # the runs' cost stays: it is read from them, not from the invocation that trained them
+    assert all(c["train_seconds"]["mean"] > 0 for c in summary["combinations"].values())
     assert {name: (out / name / "metrics.jsonl").read_text() for name in NAMES} == before
 
 

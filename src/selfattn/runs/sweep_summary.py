@@ -1,6 +1,6 @@
 """A sweep's summary: per combination of grid values (the config first when the sweep has
-several), every dev and test metric as mean ± standard deviation over its seeds, as a text
-table, ``summary.json`` and a plot."""
+several), every dev and test metric and the runs' training seconds as mean ± standard
+deviation over its seeds, as a text table, ``summary.json`` and a plot."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from selfattn.runs.table import RunRecord, dev_metrics, read_run, text_table
 
 #: Metrics of a report that are not scores (sizes, settings).
 NOT_METRICS = ("count", "truncated")
+#: Each run's training time, its epochs' seconds from metrics.jsonl added up (dev scoring
+#: included): read from the runs, so the same whichever invocation of the sweep trained them.
+TRAIN_SECONDS = "train seconds"
 
 
 def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -132,6 +135,7 @@ def summarise(sweep: Sweep) -> Summary:
             ranked = ranked or record.metric
             found = {f"dev {k}": v for k, v in _numbers(dev_metrics(best)).items()}
             found.update({f"test {k}": v for k, v in _numbers(record.test).items()})
+            found[TRAIN_SECONDS] = record.seconds  # what the result cost, whenever trained
             for name, value in found.items():
                 values.setdefault(name, []).append(value)
                 if name not in names:
