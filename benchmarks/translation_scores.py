@@ -108,10 +108,12 @@ def with_averages(
 
 
 def parse_runs(items: list[str]) -> dict[str, Path]:
-    """``NAME=FOLDER`` or ``FOLDER`` (named after it); every folder must hold a run."""
+    """``NAME=FOLDER`` or ``FOLDER`` (named after it; a folder whose own name holds ``=``,
+    as a sweep's members' do, is taken whole); every folder must hold a run."""
     runs: dict[str, Path] = {}
     for item in items:
-        name, _, folder = item.rpartition("=") if "=" in item else ("", "", item)
+        whole = "=" not in item or Path(item).is_dir()
+        name, _, folder = ("", "", item) if whole else item.partition("=")
         path = Path(folder)
         name = name or path.name
         if not (path / "metrics.jsonl").is_file():

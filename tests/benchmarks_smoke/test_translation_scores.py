@@ -72,9 +72,17 @@ def test_the_last_epochs_averaged_are_scored_beside_the_best(
     alone = json.loads(capsys.readouterr().out)
     assert results["kept-avg2"]["greedy"]["bleu"] == pytest.approx(alone["bleu"])
     assert any(line.startswith("| kept-avg2 | ") and "(last 2 averaged)" in line for line in out)
-    # Run again: the average is written anew over the one before.
-    assert script.main([f"kept={run}", "--decodings", "greedy", "--average", "2"]) == 0
-    capsys.readouterr()
+    # Run again: the average is written anew over the one before. A folder named with "="
+    # (a sweep's member) is read whole, or named NAME=FOLDER with the first "=".
+    member = run.rename(tmp_path / "config=a_seed=0")
+    assert script.main([str(member), "--decodings", "greedy", "--average", "2"]) == 0
+    assert list(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == [
+        "config=a_seed=0",
+        "config=a_seed=0-avg2",
+    ]
+    assert script.main([f"kept={member}", "--decodings", "greedy"]) == 0
+    assert list(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == ["kept"]
+    run = member
     # A run that kept fewer epochs than asked is refused in one line.
     assert script.main([f"kept={run}", "--average", "3"]) == 2
     error = capsys.readouterr().err.strip()
