@@ -165,6 +165,22 @@ def test_a_bad_sweep_is_refused_before_any_run(
     assert not out.exists()
 
 
+def test_an_architecture_the_files_task_does_not_take_is_refused_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A user's CSV says its task type only when read: the sweep reads it once, before any
+    # run starts, instead of letting every rnn run start and fail.
+    config = tiny_config(tmp_path)
+    text = config.read_text(encoding="utf-8").replace("num_heads = 2\n", "")
+    config.write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["sweep", str(config), "--grid", "model.architecture=bigru,rnn", "-o", str(out)]
+    error = one_line_error(capsys, argv)
+    assert "--grid (model.architecture=rnn, seed 0): model.architecture = 'rnn' is for the" in error
+    assert "not a sequence task" in error
+    assert not out.exists()
+
+
 def test_a_folder_of_another_configs_runs_is_refused(
     swept: tuple[Path, Path, str, int], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from selfattn.config import Config, config_to_dict, load_config, parse_value
 from selfattn.runs.table import flatten, format_value
-from selfattn.tasks.run import check_before_loading
+from selfattn.tasks.run import check_with_files
 from selfattn.train.run_dir import HARMLESS_CHANGES
 
 SWEEP_FILE = "sweep.json"
@@ -240,7 +240,7 @@ def _member(sweep: Sweep, path: Path, values: dict[str, str], seed: int) -> Memb
     where = ", ".join([*([path.stem] if several else []), *grid, f"seed {seed}"])
     try:
         config = load_config(path, overrides)
-        check_before_loading(config)
+        check_with_files(config)
     except ValueError as error:
         message = re.sub(r" \(from --set [^)]*\)$", "", str(error))
         raise ValueError(f"--grid ({where}): {message}") from None

@@ -8,6 +8,7 @@ every example to ``data.max_len`` and builds the vocabularies from the training 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,30 @@ def check_before_loading(config: Config) -> str | None:
         TASKS[name].check_architecture(config)
         TASKS[name].check_config(config, text=None if recipe is None else recipe.input == "text")
     return name
+
+
+def check_with_files(config: Config) -> str:
+    """:func:`check_before_loading`, and for a config whose task type only the user's files
+    tell, read them (once per data setting in this process) for that type and check the
+    config against it as for a recipe: what a sweep does before starting any run.
+
+    Raises:
+        ValueError: one line naming the field (a :class:`~selfattn.datatypes.DataError`,
+            naming the file and line, when the files cannot be read).
+    """
+    name = check_before_loading(config)
+    if name is None:
+        data = config.data
+        name = _task_of_files(data.dataset, data.dev, data.test, data.dev_fraction)
+        TASKS[name].check_architecture(config)
+        TASKS[name].check_config(config, text=None)
+    return name
+
+
+@functools.cache
+def _task_of_files(dataset: str, dev: str | None, test: str | None, fraction: float) -> str:
+    """The task type of a user's files: the one their columns hold."""
+    return load_dataset(dataset, dev=dev, test=test, dev_fraction=fraction, seed=DEV_SEED).task
 
 
 def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepared:
