@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from selfattn.runs.table import read_run
+from selfattn.train.average import write_average
 
 FLAGS = {"greedy": ["--greedy"], "nat": ["--nat"]}
 
@@ -82,12 +83,12 @@ def with_averages(
     runs: dict[str, Path], results: dict[str, dict[str, Any]], last: int
 ) -> tuple[dict[str, Path], dict[str, dict[str, Any]]]:
     """``runs`` and their rows, each followed by its last ``last`` epochs averaged into
-    ``RUN-avgK`` (``selfattn average``, a folder it wrote before is replaced) as a row
+    ``RUN-avgK`` (as ``selfattn average``; a folder it wrote before is replaced) as a row
     ``NAME-avgK`` with the run's training and no dev accuracy of its own.
 
     Raises:
-        ValueError: ``last`` below 1, or ``selfattn average``'s one-line refusal (a run
-            that kept fewer epoch checkpoints).
+        ValueError: ``last`` below 1, or the average's one-line refusal (a run that kept
+            fewer epoch checkpoints).
     """
     if last < 1:
         raise ValueError(f"--average {last}: give 1 or more epochs")
@@ -95,13 +96,7 @@ def with_averages(
     for name, run in runs.items():
         all_runs[name], all_results[name] = run, results[name]
         out = run.with_name(f"{run.name}-avg{last}")
-        command = [sys.executable, "-m", "selfattn", "average", str(run), "--last", str(last)]
-        done = subprocess.run(
-            [*command, "-o", str(out), "--overwrite"], capture_output=True, text=True
-        )
-        if done.returncode != 0:
-            said = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ValueError(f"{run}: {said.removeprefix('selfattn average: error: ')}")
+        write_average(run, last, out, overwrite=True)  # what `selfattn average` runs
         averaged = {**results[name], "dev_accuracy": None, "best_epoch": f"last {last}"}
         all_runs[f"{name}-avg{last}"], all_results[f"{name}-avg{last}"] = out, averaged
     return all_runs, all_results

@@ -73,6 +73,8 @@ class Sweep:
     sets: list[str]
     out: Path
     members: list[Member] = field(default_factory=list)
+    #: The task types of the user's files read while planning, by data setting.
+    files_read: dict[tuple[Any, ...], str] = field(default_factory=dict, repr=False)
 
     @property
     def columns(self) -> list[GridAxis]:
@@ -240,7 +242,7 @@ def _member(sweep: Sweep, path: Path, values: dict[str, str], seed: int) -> Memb
     where = ", ".join([*([path.stem] if several else []), *grid, f"seed {seed}"])
     try:
         config = load_config(path, overrides)
-        check_with_files(config)
+        check_with_files(config, sweep.files_read)
     except ValueError as error:
         message = re.sub(r" \(from --set [^)]*\)$", "", str(error))
         raise ValueError(f"--grid ({where}): {message}") from None

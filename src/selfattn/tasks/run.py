@@ -8,7 +8,6 @@ every example to ``data.max_len`` and builds the vocabularies from the training 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from selfattn.config import Config
-from selfattn.data import RECIPES, batches, load_dataset
+from selfattn.data import RECIPES, DatasetSplits, batches, load_dataset
 from selfattn.data.batching.splits import DEV_SEED
 from selfattn.tasks.task import TASKS, Prepared, Task, task_named
 from selfattn.train.checkpoint import MANIFEST, load_checkpoint
@@ -84,10 +83,12 @@ def check_before_loading(config: Config) -> str | None:
     return name
 
 
-def check_with_files(config: Config) -> str:
+def check_with_files(config: Config, read: dict[tuple[Any, ...], str] | None = None) -> str:
     """:func:`check_before_loading`, and for a config whose task type only the user's files
-    tell, read them (once per data setting in this process) for that type and check the
-    config against it as for a recipe: what a sweep does before starting any run.
+    tell, read them for that type and check the config against it as for a recipe: what a
+    sweep does before starting any run. ``read``: the task types of files already read,
+    by data setting, filled as files are read (a caller checking many configs of the same
+    files reads them once).
 
     Raises:
         ValueError: one line naming the field (a :class:`~selfattn.datatypes.DataError`,
@@ -96,16 +97,22 @@ def check_with_files(config: Config) -> str:
     name = check_before_loading(config)
     if name is None:
         data = config.data
-        name = _task_of_files(data.dataset, data.dev, data.test, data.dev_fraction)
+        key = (data.dataset, data.dev, data.test, data.dev_fraction)
+        known = {} if read is None else read
+        if key not in known:
+            known[key] = _user_files(config).task
+        name = known[key]
         TASKS[name].check_architecture(config)
         TASKS[name].check_config(config, text=None)
     return name
 
 
-@functools.cache
-def _task_of_files(dataset: str, dev: str | None, test: str | None, fraction: float) -> str:
-    """The task type of a user's files: the one their columns hold."""
-    return load_dataset(dataset, dev=dev, test=test, dev_fraction=fraction, seed=DEV_SEED).task
+def _user_files(config: Config) -> DatasetSplits:
+    """A user's files as ``data`` names them, a dev set held out when none is given."""
+    data = config.data
+    return load_dataset(
+        data.dataset, dev=data.dev, test=data.test, dev_fraction=data.dev_fraction, seed=DEV_SEED
+    )
 
 
 def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepared:
@@ -119,14 +126,7 @@ def prepare(config: Config, *, inherited: dict[str, Any] | None = None) -> Prepa
     """
     name = check_before_loading(config)
     if name is None:  # a user's files: their columns say which task they hold
-        data = config.data
-        splits = load_dataset(
-            data.dataset,
-            dev=data.dev,
-            test=data.test,
-            dev_fraction=data.dev_fraction,
-            seed=DEV_SEED,
-        )
+        splits = _user_files(config)
         task: Task = task_named(splits.task, config)  # the built-in type of that layout
     else:
         task = task_named(name, config)
