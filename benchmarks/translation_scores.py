@@ -9,6 +9,10 @@ Usage::
         --decodings greedy,beam5 --jobs 2
     python benchmarks/translation_scores.py NAME=RUN ... --split dev --decodings beam5
     python benchmarks/translation_scores.py NAME=RUN --split dev --average 3
+    python benchmarks/translation_scores.py NAME=RUN --split dev --decodings beam5-lp0.6,beam5
+
+``beamK-lpA`` is beam K with GNMT's length penalty α = A (``selfattn eval --length-penalty``;
+``beamK`` keeps the run's own), so the penalty is chosen on dev in one command.
 
 ``--average K`` also scores each run's last K epochs averaged (``selfattn average RUN
 --last K -o RUN-avgK``; the run must have kept them, ``train.keep_epochs >= K``) as a row
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -35,13 +40,21 @@ from selfattn.train.average import write_average
 FLAGS = {"greedy": ["--greedy"], "nat": ["--nat"]}
 
 
+BEAM = re.compile(r"beam(?P<k>[1-9]\d*)(?:-lp(?P<alpha>\d+(?:\.\d+)?))?")
+
+
 def decoding_flags(name: str) -> list[str]:
-    """``greedy`` → ``--greedy``, ``beam5`` → ``--beam 5``, ``nat`` → ``--nat``."""
+    """``greedy`` → ``--greedy``, ``beam5`` → ``--beam 5``, ``beam5-lp0.6`` → ``--beam 5
+    --length-penalty 0.6``, ``nat`` → ``--nat``."""
     if name in FLAGS:
         return FLAGS[name]
-    if name.startswith("beam") and name[4:].isdigit() and int(name[4:]) >= 1:
-        return ["--beam", name[4:]]
-    raise ValueError(f"--decodings: {name!r} is not greedy, nat or beamK (e.g. beam5)")
+    beam = BEAM.fullmatch(name)
+    if beam is None:
+        raise ValueError(
+            f"--decodings: {name!r} is not greedy, nat, beamK or beamK-lpA (e.g. beam5-lp0.6)"
+        )
+    flags = ["--beam", beam["k"]]
+    return flags if beam["alpha"] is None else [*flags, "--length-penalty", beam["alpha"]]
 
 
 def training(run: Path) -> dict[str, float]:

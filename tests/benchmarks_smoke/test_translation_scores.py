@@ -52,6 +52,13 @@ def test_two_runs_scored_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixt
     assert script.main([str(tmp_path)]) == 2
     assert "not a run folder" in capsys.readouterr().err
     assert script.main([str(runs["seed1"]), "--decodings", "beam"]) == 2
+    assert script.main([str(runs["seed1"]), "--decodings", "beam2-lp"]) == 2
+    # beamK-lpA is `selfattn eval --beam K --length-penalty A`, scored as that command scores.
+    assert script.main([f"s={runs['seed0']}", "--decodings", "beam2-lp2.5", "--split", "dev"]) == 0
+    penalised = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["s"]["beam2-lp2.5"]
+    flags = ["--split", "dev", "--beam", "2", "--length-penalty", "2.5", "--threads", "1"]
+    assert main(["eval", str(runs["seed0"]), *flags]) == 0
+    assert penalised["bleu"] == pytest.approx(json.loads(capsys.readouterr().out)["bleu"])
 
 
 @pytest.mark.slow
@@ -87,3 +94,14 @@ def test_the_last_epochs_averaged_are_scored_beside_the_best(
     assert script.main([f"kept={run}", "--average", "3"]) == 2
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and "keep_epochs >= 3" in error
+
+
+def test_a_decoding_name_says_the_eval_flags() -> None:
+    script = load_script("benchmarks/translation_scores.py")
+    assert script.decoding_flags("greedy") == ["--greedy"]
+    assert script.decoding_flags("beam5") == ["--beam", "5"]
+    assert script.decoding_flags("beam5-lp0.6") == ["--beam", "5", "--length-penalty", "0.6"]
+    assert script.decoding_flags("beam12-lp2") == ["--beam", "12", "--length-penalty", "2"]
+    for bad in ("beam0", "beam5-lp", "beam5-lp-1", "beam5lp1", "beam5-lp1.", "top5"):
+        with pytest.raises(ValueError, match="beamK-lpA"):
+            script.decoding_flags(bad)
