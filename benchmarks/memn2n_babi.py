@@ -6,7 +6,9 @@ Lecture 003's memory network reads a story's facts with attention, hop after hop
 (recipe, hops) with the same budget and seed, scores the test split on the best dev
 checkpoint, and for every hop counts how often the memory it attends to most is one of
 the question's supporting facts (:func:`selfattn.data.recipes.stories.supporting_facts`),
-printed as a Markdown table.
+printed as a Markdown table and, on the last line, as one JSON object (``qa2-3hop`` ->
+``test_accuracy``, ``support_hits`` by hop ``"1"``, ``best_epoch``, ``epochs``,
+``seconds``) that ``tests/docs/records.py record`` reads.
 
 Usage::
 
@@ -72,11 +74,26 @@ def train_one(recipe: str, hops: int, args: argparse.Namespace) -> dict[str, Any
     return trained_row(args, f"{recipe}-{hops}hop", settings, describe, RESULT)
 
 
-def main() -> None:
+def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The rows as one JSON-ready object by run name (``qa2-3hop``), the support hits keyed
+    by hop from 1 (a record keeps numbers, not lists)."""
+    return {
+        f"{row['recipe']}-{row['hops']}hop": {
+            "test_accuracy": row["test_accuracy"],
+            "support_hits": {str(hop): hit for hop, hit in enumerate(row["support_hits"], 1)},
+            "best_epoch": row["best_epoch"],
+            "epochs": row["epochs"],
+            "seconds": round(row["seconds"], 1),
+        }
+        for row in rows
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = run_arguments(__doc__, "configs/qa_memn2n.toml", "runs/memn2n_babi")
     parser.add_argument("--recipes", default="qa1,qa2,qa3")
     parser.add_argument("--hops", default="1,2,3")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     hop_counts = [int(hops) for hops in args.hops.split(",")]
     rows = [
         train_one(recipe, hops, args) for recipe in args.recipes.split(",") for hops in hop_counts
@@ -92,6 +109,7 @@ def main() -> None:
             f"| `{row['recipe']}` | {row['hops']} | {row['test_accuracy']:.3f} | {hits} | "
             f"{row['best_epoch']} of {row['epochs']} | {row['seconds']:.0f} |"
         )
+    print(json.dumps(summary(rows)))
 
 
 if __name__ == "__main__":
