@@ -15,6 +15,11 @@ Usage::
     python benchmarks/lra.py                                  # all tasks, all variants
     python benchmarks/lra.py --tasks listops --variants dense,window,linear
     python benchmarks/lra.py --tasks listops --set train.epochs=2 --threads 2
+    python benchmarks/lra.py --report --out runs/lra     # the table of runs made before
+
+The table is followed by one JSON line keyed ``task.variant`` (accuracy, steps a second,
+the step's peak MiB and, beside a dense row, both as ratios to it), which
+``tests/docs/records.py record`` reads.
 """
 
 from __future__ import annotations
@@ -122,7 +127,28 @@ def report(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """The table's rows as one JSON-ready object keyed ``task.variant`` (``listops.window``):
+    accuracy, steps a second, the step's peak MiB and, where the task has a dense row, both
+    as ratios to it; for ``tests/docs/records.py record``."""
+    found: dict[str, dict[str, float]] = {}
+    for row in rows:
+        values = {
+            "accuracy": row["accuracy"],
+            "steps_per_s": row["steps_per_s"],
+            "step_mib": row["step_peak_bytes"] / 2**20,
+        }
+        dense = next(
+            (r for r in rows if r["task"] == row["task"] and r["variant"] == "dense"), None
+        )
+        if dense is not None:
+            values["speed_vs_dense"] = row["steps_per_s"] / dense["steps_per_s"]
+            values["memory_vs_dense"] = row["step_peak_bytes"] / max(dense["step_peak_bytes"], 1)
+        found[f"{row['task']}.{row['variant']}"] = values
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="listops,text,image", help="from listops, text, image")
     parser.add_argument("--variants", default=",".join(PAPER), help=f"from {', '.join(KERNELS)}")
@@ -137,7 +163,7 @@ def main() -> None:
         "--report", action="store_true", help="only print the table of OUT/results.jsonl"
     )
     parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     tasks = [name.strip() for name in args.tasks.split(",") if name.strip()]
@@ -147,7 +173,9 @@ def main() -> None:
             parser.error(f"unknown variant {name!r}; choose from {', '.join(KERNELS)}")
     results = args.out / "results.jsonl"
     if args.report:
-        print(report(latest(results, tasks, variants)))
+        rows = latest(results, tasks, variants)
+        print(report(rows))
+        print(json.dumps(summary(rows)))
         return
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -161,8 +189,10 @@ def main() -> None:
                 f.write(json.dumps(row) + "\n")
             print(f"{task} {variant}: accuracy {row['accuracy']:.4f}", flush=True)
     # Earlier runs in OUT (e.g. dense from another invocation) fill the table too.
-    print(report(latest(results, tasks, [*variants, "dense"])))
+    rows = latest(results, tasks, [*variants, "dense"])
+    print(report(rows))
     print(f"({time.perf_counter() - started:.0f} s; rows appended to {results})")
+    print(json.dumps(summary(rows)))
 
 
 if __name__ == "__main__":
