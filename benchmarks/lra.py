@@ -110,14 +110,14 @@ def report(rows: list[dict[str, Any]]) -> str:
         f"{'task':<9}{'variant':<11}{'acc %':>7}{'paper %':>9}  {'(paper model)':<17}"
         f"{'steps/s':>9}{'x dense':>9}{'step MiB':>10}{'x dense':>9}"
     ]
+    ratios = summary(rows)
     for task in dict.fromkeys(row["task"] for row in rows):
-        mine = [row for row in rows if row["task"] == task]
-        dense = next((row for row in mine if row["variant"] == "dense"), None)
-        for row in mine:
+        for row in (row for row in rows if row["task"] == task):
             name, *scores = PAPER.get(row["variant"], ("-", None, None, None))
             paper = scores[TASKS[task] - 1] if task in TASKS else None
-            speed = row["steps_per_s"] / dense["steps_per_s"] if dense else float("nan")
-            memory = row["step_peak_bytes"] / max(dense["step_peak_bytes"], 1) if dense else 0
+            mine = ratios[f"{task}.{row['variant']}"]
+            speed = mine.get("speed_vs_dense", float("nan"))
+            memory = mine.get("memory_vs_dense", 0.0)
             lines.append(
                 f"{task:<9}{row['variant']:<11}{100 * row['accuracy']:>7.2f}"
                 f"{paper if paper is not None else '-':>9}  {name:<17}"
